@@ -1,0 +1,55 @@
+//! Every way a command can fail, rendered once as the Redis error reply.
+//!
+//! The text of each variant is exactly what the client reads, so it starts with the
+//! error code (`ERR`, `WRONGTYPE`, `NOPERM`) that Redis clients switch on.
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    #[error("ERR wrong number of arguments for '{0}' command")]
+    WrongArity(&'static str),
+
+    #[error("ERR {name} must be a positive integer no larger than {max}")]
+    NotPositive { name: &'static str, max: u64 },
+
+    #[error(
+        "ERR window must be a positive duration such as 60, 60s or 1500ms, at most {max_ms}ms"
+    )]
+    BadWindow { max_ms: u64 },
+
+    #[error("ERR NOW must be unix time in microseconds; {value} looks like {unit}")]
+    NowUnit { value: u64, unit: &'static str },
+
+    #[error("ERR NOW must be unix time in microseconds between 1973 and 2255")]
+    BadNow,
+
+    #[error("ERR syntax error: unknown option '{0}'")]
+    UnknownOption(String),
+
+    #[error("ERR syntax error: {0} given more than once")]
+    RepeatedOption(&'static str),
+
+    #[error("ERR syntax error: {0} needs a value")]
+    MissingValue(&'static str),
+
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+
+    #[error("ERR limiter key '{0}' does not hold a non-negative integer")]
+    NotACounter(String),
+
+    #[error("ERR limiter key '{0}' holds a value that would overflow")]
+    Overflow(String),
+
+    #[error("ERR key '{0}' needs a {{hash tag}} in cluster mode, so that its per-window keys stay in its slot")]
+    NeedsHashTag(String),
+
+    #[error("NOPERM this user has no permissions to access the '{0}' key")]
+    NoPermission(String),
+
+    #[error("ERR rl internal error: {0}")]
+    Internal(&'static str),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,137 @@
+//! One command invocation: its arguments, its single clock read, and the guard that
+//! turns any failure, a panic included, into an error reply instead of a dead server.
+
+use std::ffi::CString;
+use std::os::raw::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redis_module::raw;
+
+use super::key::{bytes, Ctx, RString};
+use crate::algo::Decision;
+use crate::error::{Error, Result};
+
+pub struct Call<'a> {
+    pub ctx: Ctx,
+    argv: &'a [RString],
+    /// The server's wall clock, read once for the whole command: every decision and
+    /// every expiry instant of this call derives from this one reading.
+    pub server_now_us: u64,
+}
+
+pub enum Reply {
+    Decision(Decision),
+    Bulk(Vec<u8>),
+}
+
+impl Call<'_> {
+    /// The base key (argument 1), which Redis already routed and ACL-checked.
+    pub fn key(&self) -> RString {
+        self.argv.get(1).copied().unwrap_or(std::ptr::null_mut())
+    }
+
+    pub fn key_bytes(&self) -> &[u8] {
+        bytes(self.key())
+    }
+
+    /// Arguments from position `from` on, as byte strings.
+    pub fn args_from(&self, from: usize) -> Vec<&[u8]> {
+        self.argv.iter().skip(from).map(|&s| bytes(s)).collect()
+    }
+
+    pub fn argc(&self) -> usize {
+        self.argv.len()
+    }
+
+    pub fn server_now_ms(&self) -> i64 {
+        i64::try_from(self.server_now_us / 1000).unwrap_or(i64::MAX)
+    }
+
+    fn flags(&self) -> u32 {
+        // SAFETY: GetContextFlags only reads the context.
+        unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.ctx)) as u32 }
+    }
+
+    pub fn in_cluster(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+    }
+}
+
+fn wall_clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Runs a command handler with everything a handler must not have to think about.
+pub fn run(
+    ctx: Ctx,
+    argv: *mut RString,
+    argc: c_int,
+    name: &'static str,
+    handler: fn(&Call) -> Result<Reply>,
+) -> c_int {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let argc = usize::try_from(argc).unwrap_or(0);
+        if argv.is_null() || argc < 2 {
+            return Err(Error::WrongArity(name));
+        }
+        // SAFETY: Redis passes `argc` valid argument strings that outlive the call.
+        let argv = unsafe { std::slice::from_raw_parts(argv, argc) };
+        let call = Call {
+            ctx,
+            argv,
+            server_now_us: wall_clock_us(),
+        };
+        handler(&call)
+    }));
+    let result = outcome.unwrap_or(Err(Error::Internal(
+        "the command failed unexpectedly; nothing was written after the failure",
+    )));
+    reply(ctx, result);
+    raw::Status::Ok as c_int
+}
+
+fn reply(ctx: Ctx, result: Result<Reply>) {
+    // SAFETY: the reply functions only append to the calling client's reply buffer.
+    unsafe {
+        match result {
+            Ok(Reply::Decision(d)) => {
+                if let (Some(array), Some(int)) = (
+                    raw::RedisModule_ReplyWithArray,
+                    raw::RedisModule_ReplyWithLongLong,
+                ) {
+                    array(ctx, 4);
+                    int(ctx, i64::from(d.allowed));
+                    int(ctx, i64::try_from(d.remaining).unwrap_or(i64::MAX));
+                    int(ctx, d.retry_after_ms);
+                    int(ctx, i64::try_from(d.reset_after_ms).unwrap_or(i64::MAX));
+                }
+            }
+            Ok(Reply::Bulk(b)) => {
+                if let Some(f) = raw::RedisModule_ReplyWithStringBuffer {
+                    f(ctx, b.as_ptr().cast(), b.len());
+                }
+            }
+            Err(e) => {
+                let text = error_text(&e);
+                if let Some(f) = raw::RedisModule_ReplyWithError {
+                    f(ctx, text.as_ptr());
+                }
+            }
+        }
+    }
+}
+
+/// An error reply is one protocol line: key names quoted in it may hold any byte, so
+/// control characters are replaced, and the line is kept short.
+fn error_text(e: &Error) -> CString {
+    let text: String = e
+        .to_string()
+        .chars()
+        .take(512)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    CString::new(text).unwrap_or_default()
+}

@@ -1,0 +1,74 @@
+//! String counters as INCRBY keeps them: shared by RL.FIXED and RL.SLIDECOUNT.
+
+use super::call::Call;
+use super::effects::{notify, Effect, Event};
+use super::key::{Key, Kind, OwnedString};
+use crate::args::parse_counter;
+use crate::error::{Error, Result};
+
+pub struct Counter {
+    pub name: OwnedString,
+    key: Key,
+    pub value: u64,
+}
+
+impl Counter {
+    /// Opens `<name>` and reads it; an absent key counts 0.
+    pub fn open(call: &Call, name: &[u8], writable: bool) -> Result<Counter> {
+        let name = OwnedString::new(call.ctx, name)?;
+        let key = Key::open(call.ctx, name.ptr, writable)?;
+        let value = match key.read_string()? {
+            None => 0,
+            Some(text) => parse_counter(text)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| Error::NotACounter(lossy(name.ptr)))?,
+        };
+        Ok(Counter { name, key, value })
+    }
+
+    /// Checks that `cost` can be added without overflowing, before anything is written.
+    pub fn check_add(&self, cost: u64) -> Result<i64> {
+        self.value
+            .checked_add(cost)
+            .and_then(|n| i64::try_from(n).ok())
+            .ok_or_else(|| Error::Overflow(lossy(self.name.ptr)))
+    }
+
+    /// INCRBY `cost`, and a TTL of `ttl_ms` when that creates the counter, exactly as
+    /// the scripts do, replicated as INCRBY and PEXPIREAT.
+    pub fn add(&self, call: &Call, cost: u64, ttl_ms: u64) -> Result<()> {
+        let new_value = self.check_add(cost)?;
+        let created = self.key.kind() == Kind::Empty;
+        self.key
+            .write_string(call.ctx, new_value.to_string().as_bytes())?;
+        Effect::new(call.ctx, self.name.ptr)
+            .int(i64::try_from(cost).unwrap_or(i64::MAX))?
+            .replicate(c"INCRBY");
+        notify(call.ctx, Event::String, c"incrby", self.name.ptr);
+        if created {
+            let at = call
+                .server_now_ms()
+                .saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX));
+            self.key.expire_at(at)?;
+            Effect::new(call.ctx, self.name.ptr)
+                .int(at)?
+                .replicate(c"PEXPIREAT");
+            notify(call.ctx, Event::Generic, c"expire", self.name.ptr);
+        }
+        Ok(())
+    }
+}
+
+fn lossy(name: super::key::RString) -> String {
+    String::from_utf8_lossy(super::key::bytes(name)).into_owned()
+}
+
+/// Derived keys must share the base key's slot, which only a hash tag guarantees.
+pub fn check_cluster_key(call: &Call) -> Result<()> {
+    if call.in_cluster() && !crate::layout::has_hash_tag(call.key_bytes()) {
+        return Err(Error::NeedsHashTag(
+            String::from_utf8_lossy(call.key_bytes()).into_owned(),
+        ));
+    }
+    Ok(())
+}

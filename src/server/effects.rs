@@ -1,0 +1,88 @@
+//! What a command changed, told to the rest of Redis: replicas and the AOF get the
+//! effects as plain core commands with absolute times (never the limiter command,
+//! which would decide again with another clock), and keyspace subscribers get the
+//! events the equivalent script's commands would have fired.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::raw;
+
+use super::key::{Ctx, OwnedString, RString};
+use crate::error::Result;
+
+/// Arguments of one replicated command: borrowed strings (the key, members) and
+/// numbers the module formats.
+pub struct Effect {
+    ctx: Ctx,
+    owned: Vec<OwnedString>,
+    args: Vec<RString>,
+}
+
+impl Effect {
+    pub fn new(ctx: Ctx, key: RString) -> Effect {
+        Effect {
+            ctx,
+            owned: Vec::new(),
+            args: vec![key],
+        }
+    }
+
+    pub fn string(mut self, s: RString) -> Effect {
+        self.args.push(s);
+        self
+    }
+
+    /// Keeps a string alive until the effect is replicated.
+    pub fn keep(mut self, s: OwnedString) -> Effect {
+        self.owned.push(s);
+        self
+    }
+
+    pub fn bytes(mut self, b: &[u8]) -> Result<Effect> {
+        let s = OwnedString::new(self.ctx, b)?;
+        self.args.push(s.ptr);
+        self.owned.push(s);
+        Ok(self)
+    }
+
+    pub fn int(self, n: i64) -> Result<Effect> {
+        self.bytes(n.to_string().as_bytes())
+    }
+
+    pub fn replicate(self, command: &CStr) {
+        // SAFETY: every argument is a live string; "v" passes them as an array.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx,
+                    command.as_ptr(),
+                    c"v".as_ptr(),
+                    self.args.as_ptr(),
+                    self.args.len(),
+                );
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum Event {
+    Generic,
+    String,
+    Zset,
+}
+
+pub fn notify(ctx: Ctx, kind: Event, event: &CStr, key: RString) {
+    let class = match kind {
+        Event::Generic => raw::REDISMODULE_NOTIFY_GENERIC,
+        Event::String => raw::REDISMODULE_NOTIFY_STRING,
+        Event::Zset => raw::REDISMODULE_NOTIFY_ZSET,
+    };
+    // SAFETY: a live key name and a static event name.
+    unsafe {
+        if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
+            f(ctx, class as c_int, event.as_ptr(), key);
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! The few key-API operations the limiters need, as a small safe wrapper.
+//!
+//! The key API works on the value in place (no command lookup, no argument
+//! re-parsing), which is most of why a native limiter beats a script. It fires no
+//! keyspace events and replicates nothing: `effects` does both explicitly.
+
+use std::os::raw::c_int;
+use std::ptr;
+
+use redis_module::raw;
+
+use crate::error::{Error, Result};
+
+pub type Ctx = *mut raw::RedisModuleCtx;
+pub type RString = *mut raw::RedisModuleString;
+
+/// The bytes of a Redis string. The slice lives as long as the string, which for
+/// command arguments is the whole command.
+pub fn bytes<'a>(s: RString) -> &'a [u8] {
+    let mut len = 0;
+    // SAFETY: StringPtrLen returns a pointer into the string's buffer of `len` bytes.
+    unsafe {
+        let p = raw::RedisModule_StringPtrLen.map_or(ptr::null(), |f| f(s, &mut len));
+        if p.is_null() {
+            return &[];
+        }
+        std::slice::from_raw_parts(p.cast::<u8>(), len)
+    }
+}
+
+/// A Redis string the module created; freed when dropped.
+pub struct OwnedString {
+    ctx: Ctx,
+    pub ptr: RString,
+}
+
+impl OwnedString {
+    pub fn new(ctx: Ctx, data: &[u8]) -> Result<OwnedString> {
+        // SAFETY: CreateString copies `data`.
+        let ptr = unsafe {
+            raw::RedisModule_CreateString.map_or(ptr::null_mut(), |f| {
+                f(ctx, data.as_ptr().cast(), data.len())
+            })
+        };
+        if ptr.is_null() {
+            return Err(Error::Internal("could not create a string"));
+        }
+        Ok(OwnedString { ctx, ptr })
+    }
+}
+
+impl Drop for OwnedString {
+    fn drop(&mut self) {
+        // SAFETY: we own the string and free it once.
+        unsafe {
+            if let Some(free) = raw::RedisModule_FreeString {
+                free(self.ctx, self.ptr);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Empty,
+    String,
+    Zset,
+    Other,
+}
+
+/// An open key; closed when dropped.
+pub struct Key {
+    ptr: *mut raw::RedisModuleKey,
+}
+
+impl Key {
+    pub fn open(ctx: Ctx, name: RString, writable: bool) -> Result<Key> {
+        let mode = if writable {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: OpenKey takes the context and a live string; the key is closed on drop.
+        let ptr = unsafe {
+            raw::RedisModule_OpenKey.map_or(ptr::null_mut(), |f| f(ctx, name, mode as c_int))
+        };
+        Ok(Key { ptr: ptr.cast() })
+    }
+
+    pub fn kind(&self) -> Kind {
+        if self.ptr.is_null() {
+            return Kind::Empty;
+        }
+        // SAFETY: a non-null key opened by OpenKey.
+        let t = unsafe { raw::RedisModule_KeyType.map_or(0, |f| f(self.ptr)) };
+        match t as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Kind::Empty,
+            raw::REDISMODULE_KEYTYPE_STRING => Kind::String,
+            raw::REDISMODULE_KEYTYPE_ZSET => Kind::Zset,
+            _ => Kind::Other,
+        }
+    }
+
+    /// The value of a string key, or `None` for an empty key.
+    pub fn read_string(&self) -> Result<Option<&[u8]>> {
+        match self.kind() {
+            Kind::Empty => Ok(None),
+            Kind::String => {
+                let mut len = 0;
+                // SAFETY: a string key; DMA in read mode gives `len` readable bytes that
+                // stay valid until the key is modified or closed.
+                let p = unsafe {
+                    raw::RedisModule_StringDMA.map_or(ptr::null_mut(), |f| {
+                        f(self.ptr, &mut len, raw::REDISMODULE_READ as c_int)
+                    })
+                };
+                if p.is_null() {
+                    return Ok(Some(&[]));
+                }
+                Ok(Some(unsafe {
+                    std::slice::from_raw_parts(p.cast::<u8>(), len)
+                }))
+            }
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    /// Replaces a string's value in place, which keeps its TTL (SET would drop it),
+    /// or creates the key.
+    pub fn write_string(&self, ctx: Ctx, value: &[u8]) -> Result<()> {
+        let failed = Err(Error::Internal("could not write a string key"));
+        if self.kind() == Kind::Empty {
+            let s = OwnedString::new(ctx, value)?;
+            // SAFETY: a writable key and a live string (StringSet takes its own reference).
+            let rc = unsafe { raw::RedisModule_StringSet.map_or(1, |f| f(self.ptr, s.ptr)) };
+            return if rc == 0 { Ok(()) } else { failed };
+        }
+        // SAFETY: a writable string key; after truncating to the new length, DMA in
+        // write mode gives exactly that many writable bytes.
+        unsafe {
+            let rc = raw::RedisModule_StringTruncate.map_or(1, |f| f(self.ptr, value.len()));
+            if rc != 0 {
+                return failed;
+            }
+            let mut len = 0;
+            let p = raw::RedisModule_StringDMA.map_or(ptr::null_mut(), |f| {
+                f(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int)
+            });
+            if p.is_null() || len != value.len() {
+                return failed;
+            }
+            ptr::copy_nonoverlapping(value.as_ptr(), p.cast::<u8>(), len);
+        }
+        Ok(())
+    }
+
+    /// Sets the key to expire at an absolute unix time in milliseconds.
+    pub fn expire_at(&self, at_ms: i64) -> Result<()> {
+        // SAFETY: a writable, non-empty key.
+        let rc = unsafe { raw::RedisModule_SetAbsExpire.map_or(1, |f| f(self.ptr, at_ms)) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Internal("could not set an expiry"))
+        }
+    }
+
+    pub fn value_length(&self) -> u64 {
+        if self.ptr.is_null() {
+            return 0;
+        }
+        // SAFETY: a key opened by OpenKey.
+        unsafe { raw::RedisModule_ValueLength.map_or(0, |f| f(self.ptr)) as u64 }
+    }
+
+    /// Adds `member` at `score` unless it is already there. Returns whether it was added.
+    pub fn zadd_new(&self, score: f64, member: RString) -> Result<bool> {
+        let mut flags = raw::REDISMODULE_ZADD_NX as c_int;
+        // SAFETY: a writable key that is empty or a sorted set.
+        let rc = unsafe {
+            raw::RedisModule_ZsetAdd.map_or(1, |f| f(self.ptr, score, member, &mut flags))
+        };
+        if rc != 0 {
+            return Err(Error::Internal("could not add to a sorted set"));
+        }
+        Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
+    }
+
+    /// Removes every member with a score in `[min, max]`; returns how many.
+    pub fn zremrange_by_score(&self, ctx: Ctx, min: f64, max: f64) -> u64 {
+        let mut doomed = Vec::new();
+        self.for_each_in_range(min, max, false, |member, _| {
+            doomed.push(member);
+            true
+        });
+        let mut removed = 0;
+        for member in doomed {
+            let mut deleted: c_int = 0;
+            // SAFETY: a writable sorted-set key; `member` was returned by the range
+            // iterator, which is stopped, and is freed right after.
+            unsafe {
+                if let Some(rem) = raw::RedisModule_ZsetRem {
+                    rem(self.ptr, member, &mut deleted);
+                }
+                if let Some(free) = raw::RedisModule_FreeString {
+                    free(ctx, member);
+                }
+            }
+            removed += u64::from(deleted != 0);
+        }
+        removed
+    }
+
+    /// Calls `visit(member, score)` for members with scores in `[min, max]` (or
+    /// `(min, max]` when `exclude_min`), lowest first, while it returns true. The
+    /// member is the caller's to free. A key that is not a sorted set visits nothing.
+    pub fn for_each_in_range(
+        &self,
+        min: f64,
+        max: f64,
+        exclude_min: bool,
+        mut visit: impl FnMut(RString, f64) -> bool,
+    ) {
+        if self.kind() != Kind::Zset {
+            return;
+        }
+        // SAFETY: a sorted-set key; the range is stopped before returning and the
+        // iterator is only advanced while it has not reached its end.
+        unsafe {
+            let (Some(first), Some(current), Some(next), Some(end), Some(stop)) = (
+                raw::RedisModule_ZsetFirstInScoreRange,
+                raw::RedisModule_ZsetRangeCurrentElement,
+                raw::RedisModule_ZsetRangeNext,
+                raw::RedisModule_ZsetRangeEndReached,
+                raw::RedisModule_ZsetRangeStop,
+            ) else {
+                return;
+            };
+            if first(self.ptr, min, max, c_int::from(exclude_min), 0) != 0 {
+                return;
+            }
+            while end(self.ptr) == 0 {
+                let mut score = 0.0;
+                let member = current(self.ptr, &mut score);
+                if member.is_null() || !visit(member, score) {
+                    break;
+                }
+                if next(self.ptr) == 0 {
+                    break;
+                }
+            }
+            stop(self.ptr);
+        }
+    }
+
+    /// The highest score in `(min, +inf)`, if any.
+    pub fn last_score_above(&self, ctx: Ctx, min: f64) -> Option<f64> {
+        if self.kind() != Kind::Zset {
+            return None;
+        }
+        // SAFETY: as in `for_each_in_range`, iterating from the top of the range.
+        unsafe {
+            let last = raw::RedisModule_ZsetLastInScoreRange?;
+            let current = raw::RedisModule_ZsetRangeCurrentElement?;
+            let end = raw::RedisModule_ZsetRangeEndReached?;
+            let stop = raw::RedisModule_ZsetRangeStop?;
+            if last(self.ptr, min, f64::INFINITY, 1, 0) != 0 {
+                return None;
+            }
+            let mut found = None;
+            if end(self.ptr) == 0 {
+                let mut score = 0.0;
+                let member = current(self.ptr, &mut score);
+                if !member.is_null() {
+                    found = Some(score);
+                    if let Some(free) = raw::RedisModule_FreeString {
+                        free(ctx, member);
+                    }
+                }
+            }
+            stop(self.ptr);
+            found
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: the key was opened by OpenKey and is closed once.
+        unsafe {
+            if let Some(close) = raw::RedisModule_CloseKey {
+                close(self.ptr);
+            }
+        }
+    }
+}
+
+/// Frees a string the module was handed ownership of (range iterator elements).
+pub fn free_string(ctx: Ctx, s: RString) {
+    // SAFETY: `s` is owned by the caller and not used after this.
+    unsafe {
+        if let Some(free) = raw::RedisModule_FreeString {
+            free(ctx, s);
+        }
+    }
+}

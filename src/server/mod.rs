@@ -1,0 +1,15 @@
+//! The thin layer between Redis and the pure limiters: read keys, decide, write,
+//! replicate, notify.
+//!
+//! The raw pointers passed around here (the command's context, its argument strings,
+//! open keys) all come from Redis for the duration of one command and are never kept
+//! beyond it; the functions that take them stay safe to call for that reason.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+pub mod call;
+pub mod counter;
+pub mod effects;
+pub mod fixed;
+pub mod key;
+pub mod slidecount;
+pub mod slidelog;

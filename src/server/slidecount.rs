@@ -1,0 +1,30 @@
+//! RL.SLIDECOUNT on `<key>:<i>` and `<key>:<i-1>`.
+
+use super::call::{Call, Reply};
+use super::counter::{check_cluster_key, Counter};
+use crate::algo::slidecount::{decide, window_index, Counters};
+use crate::args::parse_limiter;
+use crate::error::Result;
+use crate::layout::counter_key;
+
+pub fn command(call: &Call) -> Result<Reply> {
+    let a = parse_limiter("rl.slidecount", &call.args_from(2), false)?;
+    check_cluster_key(call)?;
+    let now = a.now.unwrap_or(call.server_now_us);
+    let i = window_index(now, a.window);
+    let current = Counter::open(call, &counter_key(call.key_bytes(), i), !a.peek)?;
+    let previous = Counter::open(
+        call,
+        &counter_key(call.key_bytes(), i.saturating_sub(1)),
+        false,
+    )?;
+    let counters = Counters {
+        current: current.value,
+        previous: previous.value,
+    };
+    let decision = decide(counters, a.limit, a.cost, a.window, now);
+    if decision.allowed && !a.peek {
+        current.add(call, a.cost, a.window.ms().saturating_mul(2))?;
+    }
+    Ok(Reply::Decision(decision))
+}

@@ -1,0 +1,184 @@
+//! Real servers for the integration tests: each test starts its own redis-server (or
+//! valkey-server, with RL_SERVER) on a free loopback port with the module loaded, and
+//! the server is killed when the handle is dropped.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use redis::{Connection, Value};
+
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+/// The module under test: RL_MODULE, or the release build of this checkout.
+pub fn module_path() -> PathBuf {
+    let path = std::env::var_os("RL_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_rl.so")
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (make test does)",
+        path.display()
+    );
+    path
+}
+
+pub fn server_binary() -> String {
+    std::env::var("RL_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+impl Server {
+    /// A server with the module and nothing persisted.
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// Extra `--name value` configuration on top of the defaults.
+    pub fn start_with(extra: &[&str]) -> Server {
+        Server::launch(extra, true)
+    }
+
+    /// A server without the module (a replica that only applies core commands).
+    pub fn start_without_module(extra: &[&str]) -> Server {
+        Server::launch(extra, false)
+    }
+
+    fn launch(extra: &[&str], with_module: bool) -> Server {
+        let mut last_error = String::new();
+        // A port can be taken between choosing and binding it: try a few.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let port = free_port();
+            let mut cmd = Command::new(server_binary());
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .args(["--logfile", "server.log"]);
+            if with_module {
+                cmd.arg("--loadmodule").arg(module_path());
+            }
+            cmd.args(extra).stdout(Stdio::null()).stderr(Stdio::null());
+            let child = cmd.spawn().expect("could not start redis-server");
+            let mut server = Server { child, port, dir };
+            match server.wait_ready() {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("redis-server did not start: {last_error}");
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("exited with {status}: {}", self.log()));
+            }
+            if let Ok(mut c) = self.try_conn() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no answer within 10 s: {}", self.log()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    fn try_conn(&self) -> redis::RedisResult<Connection> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?;
+        client.get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    pub fn conn(&self) -> Connection {
+        self.try_conn().expect("connect")
+    }
+
+    /// Whether the process is still running (a panic in a module aborts it).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The four integers of a limiter reply.
+pub type Reply = (i64, i64, i64, i64);
+
+/// Runs a command given as words, e.g. `rl(&mut c, "RL.FIXED k 8 10 NOW 17...")`.
+pub fn rl(c: &mut Connection, line: &str) -> Reply {
+    let mut cmd = redis::Cmd::new();
+    for word in line.split_whitespace() {
+        cmd.arg(word);
+    }
+    cmd.query(c).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// Runs a command and returns its error text (panics if it succeeded).
+pub fn rl_err(c: &mut Connection, args: &[&[u8]]) -> String {
+    let mut cmd = redis::Cmd::new();
+    for a in args {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(c) {
+        Ok(v) => panic!("{:?} succeeded: {v:?}", lossy(args)),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn lossy(args: &[&[u8]]) -> Vec<String> {
+    args.iter()
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// A fixed instant (a multiple of every window the tests use) in microseconds.
+pub const T0: u64 = 1_764_480_000_000_000;
+
+/// Every key with its DUMP and PTTL, sorted: a snapshot to compare before and after.
+pub fn snapshot(c: &mut Connection) -> Vec<(Vec<u8>, Option<Vec<u8>>, i64)> {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).expect("KEYS");
+    let mut out: Vec<_> = keys
+        .into_iter()
+        .map(|k| {
+            let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(&k).query(c).expect("DUMP");
+            let pexpiretime: i64 = redis::cmd("PEXPIRETIME")
+                .arg(&k)
+                .query(c)
+                .expect("PEXPIRETIME");
+            (k, dump, pexpiretime)
+        })
+        .collect();
+    out.sort();
+    out
+}
