@@ -194,7 +194,7 @@ fn strip_suffix_ignore_case<'a>(bytes: &'a [u8], suffix: &[u8]) -> Option<&'a [u
     tail.eq_ignore_ascii_case(suffix).then_some(head)
 }
 
-fn parse_now(bytes: &[u8]) -> Result<u64> {
+pub fn parse_now(bytes: &[u8]) -> Result<u64> {
     let now = parse_u64(bytes).ok_or(Error::BadNow)?;
     if now < MIN_NOW_US / 1_000_000 * 1000 {
         return Err(Error::NowUnit {

@@ -48,6 +48,15 @@ pub enum Error {
     #[error("NOPERM this user has no permissions to access the '{0}' key")]
     NoPermission(String),
 
+    #[error("ERR no secret for RL.PSEUDONYM: point the config rl.secret-file at a file holding it, or set RL_SECRET in the server's environment")]
+    NoSecret,
+
+    #[error("ERR rl.secret-file: {0}")]
+    SecretFile(String),
+
+    #[error("ERR PREFIX6 must be a prefix length from 1 to 128")]
+    BadPrefix,
+
     #[error("ERR rl internal error: {0}")]
     Internal(&'static str),
 }

@@ -6,6 +6,7 @@ pub mod algo;
 pub mod args;
 pub mod error;
 pub mod layout;
+pub mod pseudonym;
 pub mod server;
 
 #[cfg(not(test))]
@@ -13,17 +14,20 @@ mod module {
     use std::ffi::CStr;
     use std::os::raw::c_int;
 
+    use redis_module::configuration::{register_string_configuration, ConfigurationFlags};
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
     use crate::error::Result;
     use crate::server::call::{run, Call, Reply};
-    use crate::server::{fixed, slidecount, slidelog};
+    use crate::server::secret::{load_environment, SECRET_FILE};
+    use crate::server::stats::{self, Stats};
+    use crate::server::{fixed, gcra, info, pseudonym, slidecount, slidelog};
 
     type Handler = fn(&Call) -> Result<Reply>;
 
-    /// name, handler, flags, first key, last key, key step.
+    /// name, handler, counters, flags, first key, last key, key step.
     macro_rules! commands {
-        ($([$name:literal, $handler:path, $flags:literal, $first:literal, $last:literal, $step:literal]),* $(,)?) => {
+        ($([$name:literal, $handler:path, $stats:path, $flags:literal, $first:literal, $last:literal, $step:literal]),* $(,)?) => {
             fn register(ctx: *mut raw::RedisModuleCtx) -> Status {
                 $({
                     extern "C" fn entry(
@@ -32,7 +36,8 @@ mod module {
                         argc: c_int,
                     ) -> c_int {
                         const HANDLER: Handler = $handler;
-                        run(ctx, argv, argc, $name, HANDLER)
+                        static STATS: &Stats = &$stats;
+                        run(ctx, argv, argc, STATS, HANDLER)
                     }
                     let name: &CStr = match CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()) {
                         Ok(name) => name,
@@ -58,12 +63,40 @@ mod module {
     }
 
     commands! {
-        ["rl.slidelog", slidelog::command, "write deny-oom", 1, 1, 1],
-        ["rl.slidecount", slidecount::command, "write deny-oom fast", 1, 1, 1],
-        ["rl.fixed", fixed::command, "write deny-oom fast", 1, 1, 1],
+        ["rl.slidelog", slidelog::command, stats::SLIDELOG, "write deny-oom", 1, 1, 1],
+        ["rl.slidecount", slidecount::command, stats::SLIDECOUNT, "write deny-oom fast", 1, 1, 1],
+        ["rl.fixed", fixed::command, stats::FIXED, "write deny-oom fast", 1, 1, 1],
+        ["rl.gcra", gcra::command, stats::GCRA, "write deny-oom fast", 1, 1, 1],
+        ["rl.pseudonym", pseudonym::command, stats::PSEUDONYM, "readonly fast", 0, 0, 0],
     }
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        load_environment();
+        // Registered here rather than in the macro, whose configuration list does not
+        // compile with string configs alone.
+        register_string_configuration(
+            ctx,
+            "secret-file",
+            &SECRET_FILE,
+            "",
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
+        // SAFETY: called from OnLoad, after the config is registered.
+        unsafe {
+            if let Some(load_configs) = raw::RedisModule_LoadConfigs {
+                if load_configs(ctx.ctx) != 0 {
+                    return Status::Err;
+                }
+            }
+        }
+        // Replaces the crate's default INFO callback with the `rl` section.
+        // SAFETY: called from OnLoad with its context.
+        unsafe {
+            if let Some(register_info) = raw::RedisModule_RegisterInfoFunc {
+                register_info(ctx.ctx, Some(info::info));
+            }
+        }
         register(ctx.ctx)
     }
 

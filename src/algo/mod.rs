@@ -5,6 +5,7 @@
 //! and quickly, without a server.
 
 pub mod fixed;
+pub mod gcra;
 pub mod slidecount;
 pub mod slidelog;
 

@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redis_module::raw;
 
 use super::key::{bytes, Ctx, RString};
+use super::stats::{Outcome, Stats};
 use crate::algo::Decision;
 use crate::error::{Error, Result};
 
@@ -69,9 +70,10 @@ pub fn run(
     ctx: Ctx,
     argv: *mut RString,
     argc: c_int,
-    name: &'static str,
+    stats: &'static Stats,
     handler: fn(&Call) -> Result<Reply>,
 ) -> c_int {
+    let name = stats.command;
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let argc = usize::try_from(argc).unwrap_or(0);
         if argv.is_null() || argc < 2 {
@@ -89,6 +91,12 @@ pub fn run(
     let result = outcome.unwrap_or(Err(Error::Internal(
         "the command failed unexpectedly; nothing was written after the failure",
     )));
+    stats.record(match &result {
+        Ok(Reply::Decision(d)) if d.allowed => Outcome::Allowed,
+        Ok(Reply::Decision(_)) => Outcome::Denied,
+        Ok(Reply::Bulk(_)) => Outcome::Answered,
+        Err(_) => Outcome::Error,
+    });
     reply(ctx, result);
     raw::Status::Ok as c_int
 }

@@ -1,0 +1,288 @@
+//! GCRA (generic cell rate algorithm): `limit` per `window` on average, at most
+//! `burst` at once, in a single integer: the theoretical arrival time (TAT).
+//!
+//! Each admitted unit pushes the TAT one emission interval (window / limit) further;
+//! a request is admitted while the TAT it would leave is at most `burst` intervals
+//! ahead of now.
+//!
+//! The TAT is stored in whole microseconds, but window / limit need not be whole
+//! (3 per second is 333,333.3 µs). Rounding every step would drift by up to 1 µs per
+//! request; instead the TAT walks a fixed lattice, the points ceil(j × window / limit)
+//! counted from the epoch, keeping its offset from it. Steps are then a mix of the
+//! rounded-down and rounded-up interval whose sum never strays more than 1 µs from the
+//! exact one, however long the run.
+
+use super::{ceil_ms, retry_ms, Decision};
+use crate::args::Window;
+
+/// The limiter's rate: `limit` units per `window`, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub limit: u64,
+    pub window: Window,
+    pub burst: u64,
+}
+
+impl Rate {
+    fn w(self) -> u128 {
+        u128::from(self.window.us())
+    }
+
+    fn l(self) -> u128 {
+        u128::from(self.limit.max(1))
+    }
+
+    /// The lattice point ceil(j × window / limit).
+    fn lattice(self, j: u128) -> u128 {
+        (j * self.w()).div_ceil(self.l())
+    }
+
+    /// The time `units` emission intervals after `from`, along the lattice.
+    pub fn advance(self, from: u64, units: u64) -> u128 {
+        let j = u128::from(from) * self.l() / self.w();
+        u128::from(from) + self.lattice(j + u128::from(units)) - self.lattice(j)
+    }
+
+    /// How far ahead of now the TAT may be: `burst` intervals, rounded up to the µs.
+    pub fn tolerance(self) -> u128 {
+        (u128::from(self.burst) * self.w()).div_ceil(self.l())
+    }
+}
+
+/// Decides on a key whose stored TAT is `tat` (`None`: no key). Returns the decision
+/// and, when admitted, the new TAT to store.
+pub fn decide(tat: Option<u64>, rate: Rate, cost: u64, now: u64) -> (Decision, Option<u64>) {
+    let tat = tat.unwrap_or(0).max(now);
+    let tolerance = rate.tolerance();
+    let new_tat = rate.advance(tat, cost);
+    let allowed = cost <= rate.burst && new_tat - u128::from(now) <= tolerance;
+    let tat_after = if allowed { new_tat } else { u128::from(tat) };
+    let ahead = tat_after - u128::from(now);
+    let decision = Decision {
+        allowed,
+        remaining: remaining(rate, tat_after, now),
+        retry_after_ms: if allowed {
+            0
+        } else if cost > rate.burst {
+            -1
+        } else {
+            // Before the TAT the request's own TAT is fixed, so it fits as soon as
+            // that is within tolerance; that moment is never later than the TAT.
+            retry_ms(new_tat - tolerance - u128::from(now))
+        },
+        reset_after_ms: ceil_ms(ahead),
+    };
+    let stored = if allowed {
+        u64::try_from(new_tat).ok()
+    } else {
+        None
+    };
+    (decision, stored)
+}
+
+/// The most units one request could still spend right now.
+fn remaining(rate: Rate, tat: u128, now: u64) -> u64 {
+    let tolerance = rate.tolerance();
+    let ahead = tat.saturating_sub(u128::from(now));
+    if ahead > tolerance {
+        return 0;
+    }
+    let Ok(base) = u64::try_from(tat.max(u128::from(now))) else {
+        return 0;
+    };
+    // Each lattice step is more than one interval minus 1 µs, which bounds the
+    // answer from above; walk down to the exact one (at most a couple of steps).
+    let upper = ((tolerance - ahead + 1) * rate.l() / rate.w()).min(u128::from(rate.burst));
+    let mut k = u64::try_from(upper).unwrap_or(rate.burst);
+    while k > 0 && rate.advance(base, k) - u128::from(now) > tolerance {
+        k -= 1;
+    }
+    k
+}
+
+/// The TAT is worth keeping until it is reached: then the limiter is at full budget.
+pub fn ttl_us(tat: u64, now: u64) -> u64 {
+    tat.saturating_sub(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::parse_window;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    const T0: u64 = 1_764_480_000_000_000;
+
+    fn rate(limit: u64, window: &str, burst: u64) -> Rate {
+        Rate {
+            limit,
+            window: parse_window(window.as_bytes()).unwrap(),
+            burst,
+        }
+    }
+
+    /// Runs arrivals `(time, cost)` and returns the admitted ones.
+    fn run(rate: Rate, arrivals: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let mut tat = None;
+        let mut admitted = vec![];
+        for &(t, cost) in arrivals {
+            let (d, new_tat) = decide(tat, rate, cost, t);
+            if d.allowed {
+                tat = new_tat;
+                admitted.push((t, cost));
+            }
+        }
+        admitted
+    }
+
+    #[test]
+    fn burst_at_once_then_one_per_interval() {
+        let r = rate(10, "1", 3);
+        let mut tat = None;
+        for i in 0..3 {
+            let (d, t) = decide(tat, r, 1, T0);
+            assert!(d.allowed, "{i}");
+            assert_eq!(d.remaining, 2 - i);
+            tat = t;
+        }
+        let (d, _) = decide(tat, r, 1, T0);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ms, 100);
+        assert_eq!(d.reset_after_ms, 300);
+        let (d, _) = decide(tat, r, 1, T0 + 99_999);
+        assert!(!d.allowed);
+        assert!(decide(tat, r, 1, T0 + 100_000).0.allowed);
+    }
+
+    #[test]
+    fn retry_after_is_exact_to_the_millisecond() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..2_000 {
+            let r = rate(
+                rng.gen_range(1..50),
+                &format!("{}ms", rng.gen_range(1..5_000)),
+                rng.gen_range(1..5),
+            );
+            let cost = rng.gen_range(1..=r.burst);
+            let tat = Some(T0 + rng.gen_range(0..3_000_000));
+            let now = T0 + rng.gen_range(0..1_000_000);
+            let (d, _) = decide(tat, r, cost, now);
+            if d.allowed {
+                continue;
+            }
+            let retry = d.retry_after_ms as u64 * 1000;
+            assert!(
+                decide(tat, r, cost, now + retry).0.allowed,
+                "{r:?} {cost} {tat:?} {now}"
+            );
+            assert!(!decide(tat, r, cost, now + retry - 1000).0.allowed);
+        }
+    }
+
+    #[test]
+    fn cost_above_burst_never_passes() {
+        let (d, t) = decide(None, rate(10, "1", 3), 4, T0);
+        assert_eq!((d.allowed, d.retry_after_ms, t), (false, -1, None));
+        assert_eq!(d.remaining, 3);
+    }
+
+    #[test]
+    fn steady_traffic_at_the_rate_is_always_admitted() {
+        // Whole and fractional intervals, burst 1 (the strictest) and larger, over a
+        // long run: arrivals never earlier than the exact schedule always pass.
+        for (limit, window, burst) in [
+            (10, "1", 1),
+            (3, "1", 1),
+            (7, "1", 1),
+            (7, "3s", 4),
+            (1000, "1", 1),
+            (999_983, "60", 1),
+        ] {
+            let r = rate(limit, window, burst);
+            let w = r.window.us() as u128;
+            let arrivals: Vec<(u64, u64)> = (0..100_000u128)
+                .map(|k| (T0 + 17 + (k * w).div_ceil(limit as u128) as u64, 1))
+                .collect();
+            assert_eq!(run(r, &arrivals).len(), arrivals.len(), "{limit}/{window}");
+        }
+    }
+
+    #[test]
+    fn burst_one_spaces_requests_evenly() {
+        let r = rate(4, "1", 1);
+        // Someone hammering every millisecond gets exactly one per 250 ms.
+        let arrivals: Vec<(u64, u64)> = (0..2_000).map(|i| (T0 + i * 1000, 1)).collect();
+        let admitted = run(r, &arrivals);
+        let times: Vec<u64> = admitted.iter().map(|a| a.0 - T0).collect();
+        assert_eq!(
+            times,
+            vec![0, 250_000, 500_000, 750_000, 1_000_000, 1_250_000, 1_500_000, 1_750_000]
+        );
+    }
+
+    /// Over any interval between two admitted requests, what was admitted is at most
+    /// burst + rate × interval (plus 2 µs of lattice rounding when the interval is not
+    /// a whole number of microseconds).
+    #[test]
+    fn never_more_than_burst_plus_rate_times_interval() {
+        let mut rng = StdRng::seed_from_u64(42);
+        for case in 0..300 {
+            let limit = rng.gen_range(1..20);
+            let window = format!("{}ms", rng.gen_range(1..3_000));
+            let r = rate(limit, &window, rng.gen_range(1..6));
+            let mut t = T0 + rng.gen_range(0..1_000_000);
+            let arrivals: Vec<(u64, u64)> = (0..300)
+                .map(|_| {
+                    t += rng.gen_range(0..(r.window.us() / limit).max(2) * 2);
+                    (t, rng.gen_range(1..=r.burst))
+                })
+                .collect();
+            let admitted = run(r, &arrivals);
+            let (w, l) = (r.window.us() as u128, limit as u128);
+            let slack = if w % l == 0 { 0 } else { 2 };
+            for i in 0..admitted.len() {
+                let mut units = 0u128;
+                for a in &admitted[i..] {
+                    units += a.1 as u128;
+                    let span = (a.0 - admitted[i].0) as u128;
+                    assert!(
+                        units * w <= r.burst as u128 * w + (span + slack) * l,
+                        "case {case}: {units} units in {span} µs at {r:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_intervals_are_exact() {
+        let r = rate(10, "1", 10);
+        assert_eq!(r.advance(T0 + 5, 3), (T0 + 5 + 300_000) as u128);
+        assert_eq!(r.tolerance(), 1_000_000);
+    }
+
+    #[test]
+    fn fractional_intervals_do_not_drift() {
+        let r = rate(3, "1", 1);
+        let mut t = T0 + 1;
+        for _ in 0..3_000_000 {
+            t = r.advance(t, 1) as u64;
+        }
+        // 3,000,000 steps of a third of a second: exactly 1,000,000 s.
+        assert_eq!(t, T0 + 1 + 1_000_000_000_000);
+    }
+
+    #[test]
+    fn extremes_do_not_overflow() {
+        let r = rate(
+            crate::args::MAX_AMOUNT,
+            "315360000s",
+            crate::args::MAX_AMOUNT,
+        );
+        let (d, tat) = decide(Some(u64::MAX), r, crate::args::MAX_AMOUNT, (1 << 53) - 1);
+        assert!(!d.allowed || tat.is_some());
+        let r = rate(1, "1ms", 1);
+        let (d, _) = decide(Some(u64::MAX), r, 1, T0);
+        assert!(!d.allowed);
+    }
+}

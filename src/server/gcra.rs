@@ -1,0 +1,50 @@
+//! RL.GCRA on one string key holding the TAT in microseconds, expiring when reached.
+
+use super::call::{Call, Reply};
+use super::effects::{notify, Effect, Event};
+use super::key::Key;
+use crate::algo::ceil_ms;
+use crate::algo::gcra::{decide, ttl_us, Rate};
+use crate::args::{parse_counter, parse_limiter};
+use crate::error::{Error, Result};
+
+pub fn command(call: &Call) -> Result<Reply> {
+    let a = parse_limiter("rl.gcra", &call.args_from(2), true)?;
+    let now = a.now.unwrap_or(call.server_now_us);
+    let key = Key::open(call.ctx, call.key(), !a.peek)?;
+    let not_a_tat = || Error::NotACounter(String::from_utf8_lossy(call.key_bytes()).into_owned());
+    let tat = match key.read_string()? {
+        None => None,
+        Some(text) => Some(
+            parse_counter(text)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(not_a_tat)?,
+        ),
+    };
+    let rate = Rate {
+        limit: a.limit,
+        window: a.window,
+        burst: a.burst.unwrap_or(a.limit),
+    };
+    let (decision, new_tat) = decide(tat, rate, a.cost, now);
+    if !decision.allowed || a.peek {
+        return Ok(Reply::Decision(decision));
+    }
+    let new_tat = new_tat
+        .filter(|&t| i64::try_from(t).is_ok())
+        .ok_or_else(|| Error::Overflow(String::from_utf8_lossy(call.key_bytes()).into_owned()))?;
+    let at = call.server_now_ms().saturating_add(
+        i64::try_from(ceil_ms(u128::from(ttl_us(new_tat, now)))).unwrap_or(i64::MAX),
+    );
+    let value = new_tat.to_string();
+    key.write_string(call.ctx, value.as_bytes())?;
+    key.expire_at(at)?;
+    Effect::new(call.ctx, call.key())
+        .bytes(value.as_bytes())?
+        .bytes(b"PXAT")?
+        .int(at)?
+        .replicate(c"SET");
+    notify(call.ctx, Event::String, c"set", call.key());
+    notify(call.ctx, Event::Generic, c"expire", call.key());
+    Ok(Reply::Decision(decision))
+}

@@ -1,0 +1,34 @@
+//! The `INFO rl` section.
+
+use std::ffi::CString;
+use std::os::raw::c_int;
+
+use redis_module::raw;
+
+use super::stats::ALL;
+
+/// Fields read `rl_<command>_<counter>`, e.g. `rl_slidelog_denied:12`; Redis adds
+/// the `rl_` prefix itself.
+pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    // SAFETY: called by Redis with a live info context; field names are C strings that
+    // outlive each call.
+    unsafe {
+        let (Some(section), Some(field)) = (
+            raw::RedisModule_InfoAddSection,
+            raw::RedisModule_InfoAddFieldULongLong,
+        ) else {
+            return;
+        };
+        if section(ctx, std::ptr::null_mut()) != 0 {
+            return;
+        }
+        for stats in ALL {
+            let command = stats.command.trim_start_matches("rl.");
+            for (counter, value) in stats.fields() {
+                if let Ok(name) = CString::new(format!("{command}_{counter}")) {
+                    field(ctx, name.as_ptr().cast_mut(), value);
+                }
+            }
+        }
+    }
+}
