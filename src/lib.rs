@@ -21,14 +21,14 @@ mod module {
     use crate::server::call::{run, Call, Reply};
     use crate::server::secret::{load_environment, SECRET_FILE};
     use crate::server::stats::{self, Stats};
-    use crate::server::{fixed, gcra, info, pseudonym, slidecount, slidelog};
+    use crate::server::{debug, fixed, gcra, info, pseudonym, slidecount, slidelog};
 
     type Handler = fn(&Call) -> Result<Reply>;
 
     /// name, handler, counters, flags, first key, last key, key step.
     macro_rules! commands {
-        ($([$name:literal, $handler:path, $stats:path, $flags:literal, $first:literal, $last:literal, $step:literal]),* $(,)?) => {
-            fn register(ctx: *mut raw::RedisModuleCtx) -> Status {
+        ($register:ident: $([$name:literal, $handler:path, $stats:path, $flags:literal, $first:literal, $last:literal, $step:literal]),* $(,)?) => {
+            fn $register(ctx: *mut raw::RedisModuleCtx) -> Status {
                 $({
                     extern "C" fn entry(
                         ctx: *mut raw::RedisModuleCtx,
@@ -63,6 +63,7 @@ mod module {
     }
 
     commands! {
+        register:
         ["rl.slidelog", slidelog::command, stats::SLIDELOG, "write deny-oom", 1, 1, 1],
         ["rl.slidecount", slidecount::command, stats::SLIDECOUNT, "write deny-oom fast", 1, 1, 1],
         ["rl.fixed", fixed::command, stats::FIXED, "write deny-oom fast", 1, 1, 1],
@@ -70,7 +71,18 @@ mod module {
         ["rl.pseudonym", pseudonym::command, stats::PSEUDONYM, "readonly fast", 0, 0, 0],
     }
 
-    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    // Only with `loadmodule libredis_rl.so debug-commands`: lets the tests prove that a
+    // panic inside a command becomes an error reply instead of a dead server.
+    commands! {
+        register_debug:
+        ["rl.debug-panic", debug::panic, stats::DEBUG, "readonly", 0, 0, 0],
+    }
+
+    fn init(ctx: &Context, args: &[RedisString]) -> Status {
+        let debug_commands = args.iter().any(|a| a.as_slice() == b"debug-commands");
+        if debug_commands && register_debug(ctx.ctx) == Status::Err {
+            return Status::Err;
+        }
         load_environment();
         // Registered here rather than in the macro, whose configuration list does not
         // compile with string configs alone.

@@ -1,5 +1,6 @@
 //! String counters as INCRBY keeps them: shared by RL.FIXED and RL.SLIDECOUNT.
 
+use super::acl::check_key;
 use super::call::Call;
 use super::effects::{notify, Effect, Event};
 use super::key::{Key, Kind, OwnedString};
@@ -16,6 +17,7 @@ impl Counter {
     /// Opens `<name>` and reads it; an absent key counts 0.
     pub fn open(call: &Call, name: &[u8], writable: bool) -> Result<Counter> {
         let name = OwnedString::new(call.ctx, name)?;
+        check_key(call.ctx, name.ptr, writable)?;
         let key = Key::open(call.ctx, name.ptr, writable)?;
         let value = match key.read_string()? {
             None => 0,

@@ -6,8 +6,10 @@
 //! beyond it; the functions that take them stay safe to call for that reason.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+pub mod acl;
 pub mod call;
 pub mod counter;
+pub mod debug;
 pub mod effects;
 pub mod fixed;
 pub mod gcra;

@@ -56,4 +56,6 @@ pub static FIXED: Stats = Stats::new("rl.fixed");
 pub static GCRA: Stats = Stats::new("rl.gcra");
 pub static PSEUDONYM: Stats = Stats::new("rl.pseudonym");
 
+pub static DEBUG: Stats = Stats::new("rl.debug-panic");
+
 pub static ALL: [&Stats; 5] = [&SLIDELOG, &SLIDECOUNT, &FIXED, &GCRA, &PSEUDONYM];

@@ -58,7 +58,16 @@ impl Server {
         Server::launch(extra, false)
     }
 
+    /// A server with the module and extra environment variables (e.g. RL_SECRET).
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::launch_full(extra, true, env)
+    }
+
     fn launch(extra: &[&str], with_module: bool) -> Server {
+        Server::launch_full(extra, with_module, &[])
+    }
+
+    fn launch_full(extra: &[&str], with_module: bool, env: &[(&str, &str)]) -> Server {
         let mut last_error = String::new();
         // A port can be taken between choosing and binding it: try a few.
         for _ in 0..5 {
@@ -73,7 +82,11 @@ impl Server {
             if with_module {
                 cmd.arg("--loadmodule").arg(module_path());
             }
-            cmd.args(extra).stdout(Stdio::null()).stderr(Stdio::null());
+            cmd.args(extra)
+                .env_remove("RL_SECRET")
+                .envs(env.iter().copied())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
             let child = cmd.spawn().expect("could not start redis-server");
             let mut server = Server { child, port, dir };
             match server.wait_ready() {
