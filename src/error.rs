@@ -57,6 +57,9 @@ pub enum Error {
     #[error("ERR PREFIX6 must be a prefix length from 1 to 128")]
     BadPrefix,
 
+    #[error("OOM command not allowed when used memory > 'maxmemory'.")]
+    OutOfMemory,
+
     #[error("ERR rl internal error: {0}")]
     Internal(&'static str),
 }

@@ -64,10 +64,10 @@ mod module {
 
     commands! {
         register:
-        ["rl.slidelog", slidelog::command, stats::SLIDELOG, "write deny-oom", 1, 1, 1],
-        ["rl.slidecount", slidecount::command, stats::SLIDECOUNT, "write deny-oom fast", 1, 1, 1],
-        ["rl.fixed", fixed::command, stats::FIXED, "write deny-oom fast", 1, 1, 1],
-        ["rl.gcra", gcra::command, stats::GCRA, "write deny-oom fast", 1, 1, 1],
+        ["rl.slidelog", slidelog::command, stats::SLIDELOG, "write", 1, 1, 1],
+        ["rl.slidecount", slidecount::command, stats::SLIDECOUNT, "write fast", 1, 1, 1],
+        ["rl.fixed", fixed::command, stats::FIXED, "write fast", 1, 1, 1],
+        ["rl.gcra", gcra::command, stats::GCRA, "write fast", 1, 1, 1],
         ["rl.pseudonym", pseudonym::command, stats::PSEUDONYM, "readonly fast", 0, 0, 0],
     }
 

@@ -54,6 +54,15 @@ impl Call<'_> {
         unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.ctx)) as u32 }
     }
 
+    /// Refuses a call that may write while Redis is over `maxmemory`. The commands
+    /// are not flagged deny-oom so that PEEK, which writes nothing, still answers.
+    pub fn check_memory(&self, peek: bool) -> Result<()> {
+        if !peek && self.flags() & raw::REDISMODULE_CTX_FLAGS_OOM != 0 {
+            return Err(Error::OutOfMemory);
+        }
+        Ok(())
+    }
+
     pub fn in_cluster(&self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }

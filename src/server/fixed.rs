@@ -9,6 +9,7 @@ use crate::layout::{counter_key, fixed_window_name};
 
 pub fn command(call: &Call) -> Result<Reply> {
     let a = parse_limiter("rl.fixed", &call.args_from(2), false)?;
+    call.check_memory(a.peek)?;
     check_cluster_key(call)?;
     let now = a.now.unwrap_or(call.server_now_us);
     let start = fixed_window_name(window_start(now, a.window), a.window);

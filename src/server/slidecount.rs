@@ -9,6 +9,7 @@ use crate::layout::counter_key;
 
 pub fn command(call: &Call) -> Result<Reply> {
     let a = parse_limiter("rl.slidecount", &call.args_from(2), false)?;
+    call.check_memory(a.peek)?;
     check_cluster_key(call)?;
     let now = a.now.unwrap_or(call.server_now_us);
     let i = window_index(now, a.window);

@@ -70,6 +70,7 @@ impl Log for WindowView<'_> {
 
 pub fn command(call: &Call) -> Result<Reply> {
     let a = parse_limiter("rl.slidelog", &call.args_from(2), false)?;
+    call.check_memory(a.peek)?;
     if a.limit > MAX_LOG_LIMIT {
         return Err(Error::NotPositive {
             name: "limit",
