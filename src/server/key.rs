@@ -49,6 +49,13 @@ impl OwnedString {
     }
 }
 
+impl OwnedString {
+    /// Takes ownership of a string Redis handed over (range iterator elements).
+    pub fn adopt(ctx: Ctx, ptr: RString) -> OwnedString {
+        OwnedString { ctx, ptr }
+    }
+}
+
 impl Drop for OwnedString {
     fn drop(&mut self) {
         // SAFETY: we own the string and free it once.
@@ -186,29 +193,31 @@ impl Key {
         Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
     }
 
-    /// Removes every member with a score in `[min, max]`; returns how many.
-    pub fn zremrange_by_score(&self, ctx: Ctx, min: f64, max: f64) -> u64 {
+    /// Removes the lowest-scored members with a score at or below `max`, at most
+    /// `batch` of them. Returns the removed members (for replication) and whether
+    /// that was all of them.
+    pub fn zremrange_up_to(&self, ctx: Ctx, max: f64, batch: usize) -> (Vec<OwnedString>, bool) {
         let mut doomed = Vec::new();
-        self.for_each_in_range(min, max, false, |member, _| {
+        let mut complete = true;
+        self.for_each_in_range(f64::NEG_INFINITY, max, false, |member, _| {
+            let member = OwnedString::adopt(ctx, member);
+            if doomed.len() == batch {
+                complete = false;
+                return false;
+            }
             doomed.push(member);
             true
         });
-        let mut removed = 0;
-        for member in doomed {
+        for member in &doomed {
             let mut deleted: c_int = 0;
-            // SAFETY: a writable sorted-set key; `member` was returned by the range
-            // iterator, which is stopped, and is freed right after.
+            // SAFETY: a writable sorted-set key whose range iterator is stopped.
             unsafe {
                 if let Some(rem) = raw::RedisModule_ZsetRem {
-                    rem(self.ptr, member, &mut deleted);
-                }
-                if let Some(free) = raw::RedisModule_FreeString {
-                    free(ctx, member);
+                    rem(self.ptr, member.ptr, &mut deleted);
                 }
             }
-            removed += u64::from(deleted != 0);
         }
-        removed
+        (doomed, complete)
     }
 
     /// Calls `visit(member, score)` for members with scores in `[min, max]` (or
@@ -295,6 +304,38 @@ impl Drop for Key {
                 close(self.ptr);
             }
         }
+    }
+}
+
+/// The number of members with a score above `min`: ZCOUNT is O(log n), where
+/// walking the key API's range would be O(n).
+pub fn zcount_above(ctx: Ctx, key: RString, min: u64) -> Result<u64> {
+    let min = format!("({min}");
+    let min = OwnedString::new(ctx, min.as_bytes())?;
+    let max = OwnedString::new(ctx, b"+inf")?;
+    // SAFETY: RM_Call with "sss" takes three live strings; the reply is freed here.
+    unsafe {
+        let (Some(call), Some(integer), Some(free)) = (
+            raw::RedisModule_Call,
+            raw::RedisModule_CallReplyInteger,
+            raw::RedisModule_FreeCallReply,
+        ) else {
+            return Err(Error::Internal("RM_Call is unavailable"));
+        };
+        let reply = call(
+            ctx,
+            c"ZCOUNT".as_ptr(),
+            c"sss".as_ptr(),
+            key,
+            min.ptr,
+            max.ptr,
+        );
+        if reply.is_null() {
+            return Err(Error::Internal("ZCOUNT failed"));
+        }
+        let n = integer(reply);
+        free(reply);
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 }
 

@@ -14,14 +14,14 @@ pub fn command(call: &Call) -> Result<Reply> {
     let now = a.now.unwrap_or(call.server_now_us);
     let i = window_index(now, a.window);
     let current = Counter::open(call, &counter_key(call.key_bytes(), i), !a.peek)?;
-    let previous = Counter::open(
-        call,
-        &counter_key(call.key_bytes(), i.saturating_sub(1)),
-        false,
-    )?;
+    // Window 0 (the epoch's) has no previous window.
+    let previous = match i.checked_sub(1) {
+        Some(p) => Counter::open(call, &counter_key(call.key_bytes(), p), false)?.value,
+        None => 0,
+    };
     let counters = Counters {
         current: current.value,
-        previous: previous.value,
+        previous,
     };
     let decision = decide(counters, a.limit, a.cost, a.window, now);
     if decision.allowed && !a.peek {

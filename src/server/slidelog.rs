@@ -1,8 +1,10 @@
 //! RL.SLIDELOG on its sorted set: trim, count, add, expire, as the script does.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::call::{Call, Reply};
 use super::effects::{notify, Effect, Event};
-use super::key::{free_string, Key, Kind, OwnedString};
+use super::key::{free_string, zcount_above, Key, Kind, OwnedString};
 use crate::algo::slidelog::{cutoff, decide, Log};
 use crate::args::{parse_limiter, LimiterArgs};
 use crate::error::{Error, Result};
@@ -11,13 +13,21 @@ use crate::layout::log_member;
 /// A log's size is bounded so that no single call adds or scans an unbounded set.
 pub const MAX_LOG_LIMIT: u64 = 1_000_000;
 
+/// Each unit of COST is one member added in the call, so COST is bounded too.
+pub const MAX_LOG_COST: u64 = 1_000;
+
+/// Expired members removed per call. A log that went quiet with a million members
+/// is trimmed over many calls instead of stalling the server in one; decisions stay
+/// exact because they count only the members inside the window.
+pub const TRIM_BATCH: usize = 1_000;
+
 /// The members of the sorted set that are inside the window: scores above `cutoff`.
 struct WindowView<'a> {
     call: &'a Call<'a>,
     key: &'a Key,
     cutoff: f64,
-    /// Known when everything at or below the cutoff has just been trimmed.
-    len: Option<u64>,
+    /// Members inside the window.
+    len: u64,
 }
 
 impl WindowView<'_> {
@@ -38,14 +48,7 @@ fn timestamp(score: f64) -> i64 {
 
 impl Log for WindowView<'_> {
     fn count(&self) -> u64 {
-        self.len.unwrap_or_else(|| {
-            let mut n = 0;
-            self.scan(|_| {
-                n += 1;
-                true
-            });
-            n
-        })
+        self.len
     }
 
     fn nth_oldest(&self, n: u64) -> Option<i64> {
@@ -79,31 +82,55 @@ pub fn command(call: &Call) -> Result<Reply> {
     }
     let now = a.now.unwrap_or(call.server_now_us);
     let cutoff = cutoff(now, a.window);
+    if a.cost > MAX_LOG_COST {
+        return Err(Error::NotPositive {
+            name: "COST",
+            max: MAX_LOG_COST,
+        });
+    }
     let key = Key::open(call.ctx, call.key(), !a.peek)?;
     if !matches!(key.kind(), Kind::Empty | Kind::Zset) {
         return Err(Error::WrongType);
     }
-    let mut view = WindowView {
+    let (trimmed, complete) = if a.peek {
+        (Vec::new(), false)
+    } else {
+        key.zremrange_up_to(call.ctx, cutoff as f64, TRIM_BATCH)
+    };
+    let len = if complete {
+        key.value_length()
+    } else if key.kind() == Kind::Zset {
+        zcount_above(call.ctx, call.key(), cutoff)?
+    } else {
+        0
+    };
+    let view = WindowView {
         call,
         key: &key,
         cutoff: cutoff as f64,
-        len: None,
+        len,
     };
+    let decision = decide(&view, a.limit, a.cost, a.window, now);
     if a.peek {
-        return Ok(Reply::Decision(decide(
-            &view, a.limit, a.cost, a.window, now,
-        )));
+        return Ok(Reply::Decision(decision));
     }
 
-    let trimmed = key.zremrange_by_score(call.ctx, f64::NEG_INFINITY, cutoff as f64);
-    view.len = Some(key.value_length());
-    let decision = decide(&view, a.limit, a.cost, a.window, now);
-
-    if trimmed > 0 {
-        Effect::new(call.ctx, call.key())
-            .bytes(b"-inf")?
-            .int(i64::try_from(cutoff).unwrap_or(i64::MAX))?
-            .replicate(c"ZREMRANGEBYSCORE");
+    if !trimmed.is_empty() {
+        // All expired members gone: the script's own command. A partial batch: the
+        // exact members, so that replicas remove the same ones.
+        if complete {
+            Effect::new(call.ctx, call.key())
+                .bytes(b"-inf")?
+                .int(i64::try_from(cutoff).unwrap_or(i64::MAX))?
+                .replicate(c"ZREMRANGEBYSCORE");
+        } else {
+            trimmed
+                .iter()
+                .fold(Effect::new(call.ctx, call.key()), |zrem, m| {
+                    zrem.string(m.ptr)
+                })
+                .replicate(c"ZREM");
+        }
         notify(call.ctx, Event::Zset, c"zremrangebyscore", call.key());
         if key.kind() == Kind::Empty {
             notify(call.ctx, Event::Generic, c"del", call.key());
@@ -147,13 +174,29 @@ fn add_entries(call: &Call, key: &Key, a: &LimiterArgs, now: u64) -> Result<()> 
     Ok(())
 }
 
+/// Member suffixes only need to be distinct, not secret (a taken one is drawn again),
+/// so they come from a fast generator seeded once from Redis's random bytes rather
+/// than from a call into Redis's HMAC-based generator per member.
 fn random_bytes() -> [u8; 4] {
-    let mut buf = [0u8; 4];
-    // SAFETY: GetRandomBytes fills exactly `len` bytes of the buffer.
-    unsafe {
-        if let Some(f) = redis_module::raw::RedisModule_GetRandomBytes {
-            f(buf.as_mut_ptr(), buf.len());
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let mut state = STATE.load(Ordering::Relaxed);
+    if state == 0 {
+        let mut seed = [0u8; 8];
+        // SAFETY: GetRandomBytes fills exactly `len` bytes of the buffer.
+        unsafe {
+            if let Some(f) = redis_module::raw::RedisModule_GetRandomBytes {
+                f(seed.as_mut_ptr(), seed.len());
+            }
         }
+        state = u64::from_le_bytes(seed) | 1;
     }
-    buf
+    // splitmix64
+    state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    STATE.store(state, Ordering::Relaxed);
+    let mut z = state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let [a, b, c, d, ..] = z.to_le_bytes();
+    [a, b, c, d]
 }
