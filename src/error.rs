@@ -45,6 +45,9 @@ pub enum Error {
     #[error("ERR key '{0}' needs a {{hash tag}} in cluster mode, so that its per-window keys stay in its slot")]
     NeedsHashTag(String),
 
+    #[error("TRYAGAIN the slot of this limiter is being migrated and its window counters have not all arrived yet")]
+    TryAgain,
+
     #[error("NOPERM this user has no permissions to access the '{0}' key")]
     NoPermission(String),
 

@@ -36,14 +36,38 @@ pub fn log_member(now_us: u64, random: [u8; 4]) -> Vec<u8> {
     member
 }
 
+/// The part of a key Redis Cluster hashes: the first non-empty `{tag}`, else all.
+fn hashed_part(key: &[u8]) -> &[u8] {
+    let Some(open) = key.iter().position(|&b| b == b'{') else {
+        return key;
+    };
+    let after = key.get(open + 1..).unwrap_or(&[]);
+    match after.iter().position(|&b| b == b'}') {
+        Some(close) if close > 0 => after.get(..close).unwrap_or(key),
+        _ => key,
+    }
+}
+
+/// The cluster slot of a key: CRC16 (XMODEM) of its hashed part, mod 16384.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let crc = hashed_part(key).iter().fold(0u16, |mut crc, &byte| {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+        crc
+    });
+    crc & 0x3fff
+}
+
 /// Whether Redis Cluster would hash only part of this key (a non-empty `{tag}`), so
 /// that `<key>:<n>` lands in the same slot as `<key>`.
 pub fn has_hash_tag(key: &[u8]) -> bool {
-    let Some(open) = key.iter().position(|&b| b == b'{') else {
-        return false;
-    };
-    let after = key.get(open + 1..).unwrap_or(&[]);
-    matches!(after.iter().position(|&b| b == b'}'), Some(close) if close > 0)
+    hashed_part(key).len() != key.len()
 }
 
 #[cfg(test)]
@@ -65,6 +89,15 @@ mod tests {
             log_member(1_764_480_000_000_001, [0, 0x0f, 0xa0, 0xff]),
             b"1764480000000001:000fa0ff"
         );
+    }
+
+    #[test]
+    fn slots_match_redis() {
+        // CLUSTER KEYSLOT values from a real server.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"rl:{user1}:x"), key_slot(b"user1"));
+        assert_eq!(key_slot(b"123456789"), 0x31c3 & 0x3fff);
+        assert_eq!(key_slot(b""), 0);
     }
 
     #[test]

@@ -5,6 +5,8 @@
 pub mod algo;
 pub mod args;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod layout;
 pub mod pseudonym;
 pub mod server;

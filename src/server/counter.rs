@@ -14,6 +14,12 @@ pub struct Counter {
 }
 
 impl Counter {
+    pub fn exists(&self) -> bool {
+        self.key.kind() != Kind::Empty
+    }
+}
+
+impl Counter {
     /// Opens `<name>` and reads it; an absent key counts 0.
     pub fn open(call: &Call, name: &[u8], writable: bool) -> Result<Counter> {
         let name = OwnedString::new(call.ctx, name)?;
@@ -63,6 +69,21 @@ impl Counter {
 
 fn lossy(name: super::key::RString) -> String {
     String::from_utf8_lossy(super::key::bytes(name)).into_owned()
+}
+
+/// While a slot moves between nodes, Redis sends a call to the importing node as
+/// soon as the base key (which these limiters never write) is missing on the old one,
+/// before the counters have moved. Deciding there would start from zero, so, like
+/// Redis for a multi-key command whose keys are split, the call gets TRYAGAIN until
+/// every counter it reads has arrived.
+pub fn check_migration(call: &Call, counters: &[&Counter]) -> Result<()> {
+    if call.in_cluster()
+        && counters.iter().any(|c| !c.exists())
+        && super::cluster::importing(call.ctx, crate::layout::key_slot(call.key_bytes()))
+    {
+        return Err(Error::TryAgain);
+    }
+    Ok(())
 }
 
 /// Derived keys must share the base key's slot, which only a hash tag guarantees.

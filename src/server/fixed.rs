@@ -1,7 +1,7 @@
 //! RL.FIXED on `<key>:<window start>`.
 
 use super::call::{Call, Reply};
-use super::counter::{check_cluster_key, Counter};
+use super::counter::{check_cluster_key, check_migration, Counter};
 use crate::algo::fixed::{decide, window_start};
 use crate::args::parse_limiter;
 use crate::error::Result;
@@ -14,6 +14,7 @@ pub fn command(call: &Call) -> Result<Reply> {
     let now = a.now.unwrap_or(call.server_now_us);
     let start = fixed_window_name(window_start(now, a.window), a.window);
     let counter = Counter::open(call, &counter_key(call.key_bytes(), start), !a.peek)?;
+    check_migration(call, &[&counter])?;
     let decision = decide(counter.value, a.limit, a.cost, a.window, now);
     if decision.allowed && !a.peek {
         counter.add(call, a.cost, a.window.ms().saturating_mul(2))?;

@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod call;
+pub mod cluster;
 pub mod counter;
 pub mod debug;
 pub mod effects;

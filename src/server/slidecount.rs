@@ -1,7 +1,7 @@
 //! RL.SLIDECOUNT on `<key>:<i>` and `<key>:<i-1>`.
 
 use super::call::{Call, Reply};
-use super::counter::{check_cluster_key, Counter};
+use super::counter::{check_cluster_key, check_migration, Counter};
 use crate::algo::slidecount::{decide, window_index, Counters};
 use crate::args::parse_limiter;
 use crate::error::Result;
@@ -16,12 +16,19 @@ pub fn command(call: &Call) -> Result<Reply> {
     let current = Counter::open(call, &counter_key(call.key_bytes(), i), !a.peek)?;
     // Window 0 (the epoch's) has no previous window.
     let previous = match i.checked_sub(1) {
-        Some(p) => Counter::open(call, &counter_key(call.key_bytes(), p), false)?.value,
-        None => 0,
+        Some(p) => Some(Counter::open(
+            call,
+            &counter_key(call.key_bytes(), p),
+            false,
+        )?),
+        None => None,
     };
+    let mut read = vec![&current];
+    read.extend(previous.as_ref());
+    check_migration(call, &read)?;
     let counters = Counters {
         current: current.value,
-        previous,
+        previous: previous.as_ref().map_or(0, |p| p.value),
     };
     let decision = decide(counters, a.limit, a.cost, a.window, now);
     if decision.allowed && !a.peek {

@@ -1,0 +1,205 @@
+//! Randomised robustness tests over everything a request can reach without Redis:
+//! argument parsing and every decision function, fed arbitrary bytes and extreme
+//! integers. No input may panic (overflow checks are on, so a wrapped number would
+//! panic too), and every input is either a decision or an error.
+//!
+//! `make test` runs a short pass; `make fuzz` runs a long one (RL_FUZZ_CASES).
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+use crate::algo::slidelog::tests::VecLog;
+use crate::algo::{fixed, gcra, slidecount, slidelog, Decision};
+use crate::args::{parse_counter, parse_limiter, parse_window, Window, MAX_AMOUNT};
+use crate::layout::{counter_key, fixed_window_name, has_hash_tag, log_member};
+use crate::pseudonym::{canonical_identity, pseudonym};
+
+fn cases() -> u64 {
+    std::env::var("RL_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
+}
+
+fn seed() -> u64 {
+    std::env::var("RL_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed)
+}
+
+const WORDS: &[&str] = &[
+    "COST",
+    "NOW",
+    "PEEK",
+    "BURST",
+    "cost",
+    "now",
+    "peek",
+    "Burst",
+    "0",
+    "1",
+    "-1",
+    "+1",
+    "10",
+    "60s",
+    "1500ms",
+    "0ms",
+    "ms",
+    "s",
+    "",
+    " ",
+    "1e3",
+    "1.5",
+    "18446744073709551615",
+    "18446744073709551616",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "1000000000000000",
+    "1000000000000001",
+    "1764480000000000",
+    "1764480000",
+    "1764480000000",
+    "9007199254740991",
+    "9007199254740992",
+    "315360000s",
+    "315360001s",
+    "\u{0}",
+    "\r\n",
+    "ÿ",
+];
+
+fn token(rng: &mut StdRng) -> Vec<u8> {
+    if rng.gen_bool(0.7) {
+        WORDS[rng.gen_range(0..WORDS.len())].as_bytes().to_vec()
+    } else {
+        let n = rng.gen_range(0..24);
+        (0..n).map(|_| rng.gen()).collect()
+    }
+}
+
+fn extreme(rng: &mut StdRng) -> u64 {
+    match rng.gen_range(0..6) {
+        0 => 0,
+        1 => u64::MAX,
+        2 => rng.gen_range(0..1_000),
+        3 => MAX_AMOUNT,
+        4 => rng.gen(),
+        _ => rng.gen_range(0..=MAX_AMOUNT),
+    }
+}
+
+/// An argument as the parser lets it through: 1 to MAX_AMOUNT, extremes favoured.
+fn amount(rng: &mut StdRng) -> u64 {
+    extreme(rng).clamp(1, MAX_AMOUNT)
+}
+
+fn any_window(rng: &mut StdRng) -> Window {
+    let ms = match rng.gen_range(0..3) {
+        0 => 1,
+        1 => crate::args::MAX_WINDOW_MS,
+        _ => rng.gen_range(1..=crate::args::MAX_WINDOW_MS),
+    };
+    Window::from_ms(ms).unwrap_or(Window::TEN_SECONDS)
+}
+
+fn any_now(rng: &mut StdRng) -> u64 {
+    match rng.gen_range(0..4) {
+        0 => crate::args::MIN_NOW_US,
+        1 => crate::args::MAX_NOW_US,
+        2 => rng.gen(),
+        _ => rng.gen_range(crate::args::MIN_NOW_US..=crate::args::MAX_NOW_US),
+    }
+}
+
+fn check(d: Decision, limit: u64, cost: u64) {
+    if d.allowed {
+        assert_eq!(d.retry_after_ms, 0, "{d:?}");
+        assert!(cost <= limit);
+    } else {
+        assert!(d.retry_after_ms == -1 || d.retry_after_ms > 0, "{d:?}");
+    }
+    assert!(d.remaining <= limit, "{d:?}");
+    if cost > limit {
+        assert!(!d.allowed && d.retry_after_ms == -1, "{d:?}");
+    }
+}
+
+#[test]
+fn parsing_never_panics() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    for _ in 0..cases() {
+        let n = rng.gen_range(0..9);
+        let args: Vec<Vec<u8>> = (0..n).map(|_| token(&mut rng)).collect();
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        if let Ok(a) = parse_limiter("rl.fuzz", &refs, rng.gen()) {
+            assert!((1..=MAX_AMOUNT).contains(&a.limit) && (1..=MAX_AMOUNT).contains(&a.cost));
+            assert!(a.window.ms() >= 1);
+        }
+        let one = token(&mut rng);
+        let _ = parse_window(&one);
+        let _ = parse_counter(&one);
+        let _ = has_hash_tag(&one);
+        let _ = canonical_identity(&one, rng.gen_bool(0.5).then(|| rng.gen_range(1..=128)));
+        let _ = pseudonym(&one, &one, Some(&one), Some(64), any_now(&mut rng));
+        let _ = counter_key(&one, rng.gen());
+        let _ = log_member(rng.gen(), rng.gen());
+        let _ = fixed_window_name(rng.gen(), any_window(&mut rng));
+    }
+}
+
+#[test]
+fn decisions_never_panic_and_stay_consistent() {
+    let mut rng = StdRng::seed_from_u64(seed() ^ 1);
+    for _ in 0..cases() {
+        // Arguments within what the parser accepts; stored state entirely arbitrary.
+        let (limit, cost) = (amount(&mut rng), amount(&mut rng));
+        let window = any_window(&mut rng);
+        let now = any_now(&mut rng);
+
+        check(
+            fixed::decide(extreme(&mut rng), limit, cost, window, now),
+            limit,
+            cost,
+        );
+
+        let counters = slidecount::Counters {
+            current: extreme(&mut rng),
+            previous: extreme(&mut rng),
+        };
+        check(
+            slidecount::decide(counters, limit, cost, window, now),
+            limit,
+            cost,
+        );
+
+        let entries: Vec<i64> = (0..rng.gen_range(0..6))
+            .map(|_| match rng.gen_range(0..4) {
+                0 => i64::MIN,
+                1 => i64::MAX,
+                2 => now as i64 - rng.gen_range(0..2 * window.us() as i64),
+                _ => rng.gen(),
+            })
+            .collect();
+        let log = VecLog::in_window(&entries, now, window);
+        check(
+            slidelog::decide(&log, limit, cost, window, now),
+            limit,
+            cost,
+        );
+
+        let burst = amount(&mut rng);
+        let rate = gcra::Rate {
+            limit,
+            window,
+            burst,
+        };
+        let tat = rng.gen_bool(0.8).then(|| extreme(&mut rng));
+        let (d, new_tat) = gcra::decide(tat, rate, cost, now);
+        check(d, burst, cost);
+        // Admitted with no TAT to store happens only when the TAT would not fit in
+        // 64 bits (an absurd BURST × window); the command then answers an overflow error.
+        if !d.allowed {
+            assert!(new_tat.is_none());
+        }
+    }
+}
