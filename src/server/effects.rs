@@ -66,6 +66,35 @@ impl Effect {
     }
 }
 
+/// `<command> <key> <n>` (PEXPIREAT, INCRBY), formatted by Redis itself: no strings
+/// for the module to build and free on the hot path.
+pub fn replicate_int(ctx: Ctx, command: &CStr, key: RString, n: i64) {
+    // SAFETY: "sl" takes a live string and a long long.
+    unsafe {
+        if let Some(replicate) = raw::RedisModule_Replicate {
+            replicate(ctx, command.as_ptr(), c"sl".as_ptr(), key, n);
+        }
+    }
+}
+
+/// `SET <key> <value> PXAT <at>`.
+pub fn replicate_set_pxat(ctx: Ctx, key: RString, value: i64, at_ms: i64) {
+    // SAFETY: "slcl": a live string, a long long, a C string, a long long.
+    unsafe {
+        if let Some(replicate) = raw::RedisModule_Replicate {
+            replicate(
+                ctx,
+                c"SET".as_ptr(),
+                c"slcl".as_ptr(),
+                key,
+                value,
+                c"PXAT".as_ptr(),
+                at_ms,
+            );
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 pub enum Event {
     Generic,

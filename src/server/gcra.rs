@@ -1,7 +1,7 @@
 //! RL.GCRA on one string key holding the TAT in microseconds, expiring when reached.
 
 use super::call::{Call, Reply};
-use super::effects::{notify, Effect, Event};
+use super::effects::{notify, replicate_set_pxat, Event};
 use super::key::Key;
 use crate::algo::ceil_ms;
 use crate::algo::gcra::{decide, ttl_us, Rate};
@@ -40,11 +40,12 @@ pub fn command(call: &Call) -> Result<Reply> {
     let value = new_tat.to_string();
     key.write_string(call.ctx, value.as_bytes())?;
     key.expire_at(at)?;
-    Effect::new(call.ctx, call.key())
-        .bytes(value.as_bytes())?
-        .bytes(b"PXAT")?
-        .int(at)?
-        .replicate(c"SET");
+    replicate_set_pxat(
+        call.ctx,
+        call.key(),
+        i64::try_from(new_tat).unwrap_or(i64::MAX),
+        at,
+    );
     notify(call.ctx, Event::String, c"set", call.key());
     notify(call.ctx, Event::Generic, c"expire", call.key());
     Ok(Reply::Decision(decision))

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::call::{Call, Reply};
-use super::effects::{notify, Effect, Event};
+use super::effects::{notify, replicate_int, Effect, Event};
 use super::key::{free_string, zcount_above, Key, Kind, OwnedString};
 use crate::algo::slidelog::{cutoff, decide, Log};
 use crate::args::{parse_limiter, LimiterArgs};
@@ -145,9 +145,7 @@ pub fn command(call: &Call) -> Result<Reply> {
             .server_now_ms()
             .saturating_add(i64::try_from(a.window.ms()).unwrap_or(i64::MAX));
         key.expire_at(at)?;
-        Effect::new(call.ctx, call.key())
-            .int(at)?
-            .replicate(c"PEXPIREAT");
+        replicate_int(call.ctx, c"PEXPIREAT", call.key(), at);
         notify(call.ctx, Event::Generic, c"expire", call.key());
     }
     Ok(Reply::Decision(decision))
