@@ -57,6 +57,9 @@ pub enum Error {
     #[error("ERR rl.secret-file: {0}")]
     SecretFile(String),
 
+    #[error("ERR RL.GCRA spaces requests at least 1 µs apart: limit may not exceed the window in microseconds ({0})")]
+    RateTooHigh(u64),
+
     #[error("ERR PREFIX6 must be a prefix length from 1 to 128")]
     BadPrefix,
 

@@ -11,6 +11,11 @@ use crate::error::{Error, Result};
 pub fn command(call: &Call) -> Result<Reply> {
     let a = parse_limiter("rl.gcra", &call.args_from(2), true)?;
     call.check_memory(a.peek)?;
+    // The TAT is stored in whole microseconds, so an emission interval below 1 µs
+    // could not be represented: bursts and costs would be spent a microsecond at once.
+    if a.limit > a.window.us() {
+        return Err(Error::RateTooHigh(a.window.us()));
+    }
     let now = a.now.unwrap_or(call.server_now_us);
     let key = Key::open(call.ctx, call.key(), !a.peek)?;
     let not_a_tat = || Error::NotACounter(String::from_utf8_lossy(call.key_bytes()).into_owned());
