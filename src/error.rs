@@ -24,6 +24,9 @@ pub enum Error {
     #[error("ERR NOW must be unix time in microseconds between 1973 and 2255")]
     BadNow,
 
+    #[error("ERR syntax error: too many arguments for '{0}'")]
+    TooManyArguments(&'static str),
+
     #[error("ERR syntax error: unknown option '{0}'")]
     UnknownOption(String),
 

@@ -9,8 +9,22 @@ pub fn counter_key(base: &[u8], n: u64) -> Vec<u8> {
     let mut name = Vec::with_capacity(base.len() + 21);
     name.extend_from_slice(base);
     name.push(b':');
-    name.extend_from_slice(n.to_string().as_bytes());
+    name.extend_from_slice(decimal(n, &mut [0; 20]));
     name
+}
+
+/// `n` in decimal, written into `buf` (no allocation on the hot path).
+pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut start = buf.len();
+    for slot in buf.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+        start -= 1;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.get(start..).unwrap_or(&[])
 }
 
 /// FIXED names a window by its start: in seconds when the window is whole seconds
@@ -89,6 +103,13 @@ mod tests {
             log_member(1_764_480_000_000_001, [0, 0x0f, 0xa0, 0xff]),
             b"1764480000000001:000fa0ff"
         );
+    }
+
+    #[test]
+    fn decimals() {
+        for n in [0, 7, 10, 999, 1_764_480_000_000_000, u64::MAX] {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
     }
 
     #[test]

@@ -90,11 +90,17 @@ fn remaining(rate: Rate, tat: u128, now: u64) -> u64 {
     let Ok(base) = u64::try_from(tat.max(u128::from(now))) else {
         return 0;
     };
-    // advance() grows with k, so the largest k that still fits is found by bisection:
-    // a bounded number of steps whatever the rate (a rate above one per µs makes
-    // many lattice steps zero wide, so no closed-form estimate is tight).
+    // advance(k) is within 1 µs of k intervals, so the answer lies within 1 µs's
+    // worth of units of (tolerance - ahead) / interval; bisection over that narrow
+    // range (the whole burst, if the rate is extreme) takes a step or two.
     let fits = |k: u64| rate.advance(base, k) - u128::from(now) <= tolerance;
-    let (mut low, mut high) = (0u64, rate.burst);
+    let units = |us: u128| u64::try_from(us * rate.l() / rate.w()).unwrap_or(u64::MAX);
+    let room = tolerance - ahead;
+    let mut low = units(room.saturating_sub(1)).min(rate.burst);
+    let mut high = units(room + 1).min(rate.burst);
+    if !fits(low) {
+        low = 0;
+    }
     while low < high {
         let mid = low + (high - low).div_ceil(2);
         if fits(mid) {

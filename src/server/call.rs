@@ -13,8 +13,13 @@ use super::stats::{Outcome, Stats};
 use crate::algo::Decision;
 use crate::error::{Error, Result};
 
+/// More arguments than any command accepts: `<limit> <window>` and every option once
+/// is 9; RL.PSEUDONYM takes at most 6.
+pub const MAX_ARGS: usize = 12;
+
 pub struct Call<'a> {
     pub ctx: Ctx,
+    name: &'static str,
     argv: &'a [RString],
     /// The server's wall clock, read once for the whole command: every decision and
     /// every expiry instant of this call derives from this one reading.
@@ -36,9 +41,22 @@ impl Call<'_> {
         bytes(self.key())
     }
 
-    /// Arguments from position `from` on, as byte strings.
-    pub fn args_from(&self, from: usize) -> Vec<&[u8]> {
-        self.argv.iter().skip(from).map(|&s| bytes(s)).collect()
+    /// Arguments from position `from` on, as byte strings, in `buf` (no allocation on
+    /// the hot path). More than fit are reported as a syntax error by the caller,
+    /// since no command takes that many.
+    pub fn args_from<'b>(
+        &self,
+        from: usize,
+        buf: &'b mut [&'b [u8]; MAX_ARGS],
+    ) -> Result<&'b [&'b [u8]]> {
+        let rest = self.argv.get(from..).unwrap_or(&[]);
+        if rest.len() > MAX_ARGS {
+            return Err(Error::TooManyArguments(self.name));
+        }
+        for (slot, &s) in buf.iter_mut().zip(rest) {
+            *slot = bytes(s);
+        }
+        Ok(buf.get(..rest.len()).unwrap_or(&[]))
     }
 
     pub fn argc(&self) -> usize {
@@ -92,6 +110,7 @@ pub fn run(
         let argv = unsafe { std::slice::from_raw_parts(argv, argc) };
         let call = Call {
             ctx,
+            name,
             argv,
             server_now_us: wall_clock_us(),
         };

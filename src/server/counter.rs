@@ -47,8 +47,9 @@ impl Counter {
     pub fn add(&self, call: &Call, cost: u64, ttl_ms: u64) -> Result<()> {
         let new_value = self.check_add(cost)?;
         let created = self.key.kind() == Kind::Empty;
-        self.key
-            .write_string(call.ctx, new_value.to_string().as_bytes())?;
+        let mut buf = [0; 20];
+        let digits = crate::layout::decimal(new_value.unsigned_abs(), &mut buf);
+        self.key.write_string(call.ctx, digits)?;
         replicate_int(
             call.ctx,
             c"INCRBY",

@@ -1,6 +1,6 @@
 //! RL.FIXED on `<key>:<window start>`.
 
-use super::call::{Call, Reply};
+use super::call::{Call, Reply, MAX_ARGS};
 use super::counter::{check_cluster_key, check_migration, Counter};
 use crate::algo::fixed::{decide, window_start};
 use crate::args::parse_limiter;
@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::layout::{counter_key, fixed_window_name};
 
 pub fn command(call: &Call) -> Result<Reply> {
-    let a = parse_limiter("rl.fixed", &call.args_from(2), false)?;
+    let a = parse_limiter("rl.fixed", call.args_from(2, &mut [&[]; MAX_ARGS])?, false)?;
     call.check_memory(a.peek)?;
     check_cluster_key(call)?;
     let now = a.now.unwrap_or(call.server_now_us);

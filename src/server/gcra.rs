@@ -1,6 +1,6 @@
 //! RL.GCRA on one string key holding the TAT in microseconds, expiring when reached.
 
-use super::call::{Call, Reply};
+use super::call::{Call, Reply, MAX_ARGS};
 use super::effects::{notify, replicate_set_pxat, Event};
 use super::key::Key;
 use crate::algo::ceil_ms;
@@ -9,7 +9,7 @@ use crate::args::{parse_counter, parse_limiter};
 use crate::error::{Error, Result};
 
 pub fn command(call: &Call) -> Result<Reply> {
-    let a = parse_limiter("rl.gcra", &call.args_from(2), true)?;
+    let a = parse_limiter("rl.gcra", call.args_from(2, &mut [&[]; MAX_ARGS])?, true)?;
     call.check_memory(a.peek)?;
     // The TAT is stored in whole microseconds, so an emission interval below 1 µs
     // could not be represented: bursts and costs would be spent a microsecond at once.

@@ -1,13 +1,14 @@
 //! RL.PSEUDONYM <identity> [<scope>] [PREFIX6 <bits>] [NOW <µs>]: keyless.
 
-use super::call::{Call, Reply};
+use super::call::{Call, Reply, MAX_ARGS};
 use super::secret::with_secret;
 use crate::args::{parse_now, parse_u64};
 use crate::error::{Error, Result};
 use crate::pseudonym::pseudonym;
 
 pub fn command(call: &Call) -> Result<Reply> {
-    let args = call.args_from(1);
+    let mut buf = [&[][..]; MAX_ARGS];
+    let args = call.args_from(1, &mut buf)?;
     let Some((identity, rest)) = args.split_first() else {
         return Err(Error::WrongArity("rl.pseudonym"));
     };

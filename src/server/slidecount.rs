@@ -1,6 +1,6 @@
 //! RL.SLIDECOUNT on `<key>:<i>` and `<key>:<i-1>`.
 
-use super::call::{Call, Reply};
+use super::call::{Call, Reply, MAX_ARGS};
 use super::counter::{check_cluster_key, check_migration, Counter};
 use crate::algo::slidecount::{decide, window_index, Counters};
 use crate::args::parse_limiter;
@@ -8,7 +8,11 @@ use crate::error::Result;
 use crate::layout::counter_key;
 
 pub fn command(call: &Call) -> Result<Reply> {
-    let a = parse_limiter("rl.slidecount", &call.args_from(2), false)?;
+    let a = parse_limiter(
+        "rl.slidecount",
+        call.args_from(2, &mut [&[]; MAX_ARGS])?,
+        false,
+    )?;
     call.check_memory(a.peek)?;
     check_cluster_key(call)?;
     let now = a.now.unwrap_or(call.server_now_us);

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::call::{Call, Reply};
+use super::call::{Call, Reply, MAX_ARGS};
 use super::effects::{notify, replicate_int, Effect, Event};
 use super::key::{free_string, zcount_above, Key, Kind, OwnedString};
 use crate::algo::slidelog::{cutoff, decide, Log};
@@ -72,7 +72,11 @@ impl Log for WindowView<'_> {
 }
 
 pub fn command(call: &Call) -> Result<Reply> {
-    let a = parse_limiter("rl.slidelog", &call.args_from(2), false)?;
+    let a = parse_limiter(
+        "rl.slidelog",
+        call.args_from(2, &mut [&[]; MAX_ARGS])?,
+        false,
+    )?;
     call.check_memory(a.peek)?;
     if a.limit > MAX_LOG_LIMIT {
         return Err(Error::NotPositive {
