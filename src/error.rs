@@ -60,7 +60,7 @@ pub enum Error {
     #[error("ERR rl.secret-file: {0}")]
     SecretFile(String),
 
-    #[error("ERR RL.GCRA: BURST x window / limit is too long a time to store")]
+    #[error("ERR RL.GCRA: the arrival time would overflow (BURST x window / limit is too long)")]
     TatOverflow,
 
     #[error("ERR RL.GCRA spaces requests at least 1 µs apart: limit may not exceed the window in microseconds ({0})")]

@@ -89,7 +89,14 @@ impl Server {
                 .stderr(Stdio::null());
             let child = cmd.spawn().expect("could not start redis-server");
             let mut server = Server { child, port, dir };
-            match server.wait_ready() {
+            // A later `--dir` in `extra` wins over the harness's own.
+            let expected_dir = extra
+                .windows(2)
+                .filter(|w| w[0] == "--dir")
+                .last()
+                .map(|w| PathBuf::from(w[1]))
+                .unwrap_or_else(|| server.dir.path().to_path_buf());
+            match server.wait_ready(&expected_dir) {
                 Ok(()) => return server,
                 Err(e) => last_error = e,
             }
@@ -97,7 +104,7 @@ impl Server {
         panic!("redis-server did not start: {last_error}");
     }
 
-    fn wait_ready(&mut self) -> Result<(), String> {
+    fn wait_ready(&mut self, expected_dir: &std::path::Path) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -109,7 +116,7 @@ impl Server {
                 let dir: redis::RedisResult<Vec<String>> =
                     redis::cmd("CONFIG").arg("GET").arg("dir").query(&mut c);
                 if let Ok(dir) = dir {
-                    let ours = self.dir.path().canonicalize().ok();
+                    let ours = expected_dir.canonicalize().ok();
                     let theirs = dir
                         .get(1)
                         .and_then(|d| std::path::Path::new(d).canonicalize().ok());
