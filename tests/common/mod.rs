@@ -92,8 +92,7 @@ impl Server {
             // A later `--dir` in `extra` wins over the harness's own.
             let expected_dir = extra
                 .windows(2)
-                .filter(|w| w[0] == "--dir")
-                .last()
+                .rfind(|w| w[0] == "--dir")
                 .map(|w| PathBuf::from(w[1]))
                 .unwrap_or_else(|| server.dir.path().to_path_buf());
             match server.wait_ready(&expected_dir) {
