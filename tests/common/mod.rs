@@ -3,6 +3,8 @@
 //! the server is killed when the handle is dropped.
 #![allow(dead_code)]
 
+pub mod workload;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -110,11 +112,15 @@ impl Server {
                 return Err(format!("exited with {status}: {}", self.log()));
             }
             if let Ok(mut c) = self.try_conn() {
-                // Another process may have taken the port between choosing and binding
-                // it: only our own server reports our data directory.
-                let dir: redis::RedisResult<Vec<String>> =
-                    redis::cmd("CONFIG").arg("GET").arg("dir").query(&mut c);
-                if let Ok(dir) = dir {
+                // PING fails while the dataset is still loading.
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    // Another process may have taken the port between choosing and
+                    // binding it: only our own server reports our data directory.
+                    let dir: Vec<String> = redis::cmd("CONFIG")
+                        .arg("GET")
+                        .arg("dir")
+                        .query(&mut c)
+                        .unwrap_or_default();
                     let ours = expected_dir.canonicalize().ok();
                     let theirs = dir
                         .get(1)
