@@ -10,8 +10,6 @@
 mod common;
 use common::*;
 
-use std::time::{Duration, Instant};
-
 const E15: u64 = 1_000_000_000_000_000;
 const TEN_YEARS_S: u64 = 315_360_000;
 const TEN_YEARS_MS: i64 = 315_360_000_000;
@@ -21,26 +19,10 @@ const TRIM_BATCH: u64 = 1_000;
 const COUNTERS: [&str; 3] = ["RL.FIXED", "RL.SLIDECOUNT", "RL.GCRA"];
 const ALL: [&str; 4] = ["RL.SLIDELOG", "RL.FIXED", "RL.SLIDECOUNT", "RL.GCRA"];
 
-fn query(c: &mut Connection, line: &str) -> redis::RedisResult<Value> {
-    let mut cmd = redis::Cmd::new();
-    for w in line.split_whitespace() {
-        cmd.arg(w);
-    }
-    cmd.query(c)
-}
-
-/// The error a call gets, as `CODE detail`; panics if it succeeded.
-fn err(c: &mut Connection, line: &str) -> String {
-    match query(c, line) {
-        Ok(v) => panic!("{line}: succeeded with {v:?}"),
-        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
-    }
-}
-
 /// Asserts that `line` fails with `expected` and leaves every key as it was.
 fn refused(c: &mut Connection, line: &str, expected: &str) {
     let before = snapshot(c);
-    assert_eq!(err(c, line), expected, "{line}");
+    assert_eq!(err_line(c, line), expected, "{line}");
     assert_eq!(snapshot(c), before, "{line} changed something");
 }
 
@@ -173,7 +155,7 @@ fn limit_cost_and_burst_up_to_ten_to_the_fifteen() {
     // A TAT that would not fit in a signed 64-bit integer is an error, not a wrap.
     let line = format!("RL.GCRA rl:tat 1 {TEN_YEARS_S} BURST {E15} COST {E15} NOW {MAX_NOW}");
     let before = snapshot(&mut c);
-    let e = err(&mut c, &line);
+    let e = err_line(&mut c, &line);
     assert!(
         e.starts_with("ERR ") && e.contains("overflow"),
         "{line}: {e}"
@@ -542,28 +524,6 @@ fn lua_script_agrees_on_a_half_trimmed_log() {
     let r = rl(&mut c, &format!("RL.SLIDELOG {LOG} 3 {WINDOW_S} NOW {now}"));
     assert_eq!((r.0, r.1), (0, 0));
     assert_eq!(zcard(&mut c, LOG), 3);
-}
-
-fn info_field(c: &mut Connection, section: &str, field: &str) -> Option<String> {
-    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
-}
-
-/// Bounded polling until the replica's link is up.
-fn wait_link(primary: &Server, replica: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut r = replica.conn();
-    while info_field(&mut r, "replication", "master_link_status").as_deref() != Some("up") {
-        assert!(
-            Instant::now() < deadline,
-            "replica link not up within 30 s\nprimary:\n{}\nreplica:\n{}",
-            primary.log(),
-            replica.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Partial trims remove specific members (replicated as ZREM of those members), so a

@@ -18,22 +18,6 @@ const LIMITERS: [(&str, &str); 4] = [
     ("RL.GCRA", "rl:gcra"),
 ];
 
-fn query(c: &mut Connection, line: &str) -> redis::RedisResult<Value> {
-    let mut cmd = redis::Cmd::new();
-    for w in line.split_whitespace() {
-        cmd.arg(w);
-    }
-    cmd.query(c)
-}
-
-/// The raw error line (`CODE detail`) a call gets; panics if it succeeded.
-fn err(c: &mut Connection, line: &str) -> String {
-    match query(c, line) {
-        Ok(v) => panic!("{line}: succeeded with {v:?}"),
-        Err(e) => error_line(&e),
-    }
-}
-
 fn error_line(e: &redis::RedisError) -> String {
     match e.detail() {
         Some(d) => format!("{} {d}", e.code().unwrap_or("?")),
@@ -111,16 +95,16 @@ fn over_maxmemory_spending_calls_get_oom_and_peek_answers() {
     populate(&mut c);
     set_maxmemory(&mut c, 1);
     // The server really is out of memory: core writes are refused too.
-    assert_eq!(err(&mut c, "SET other y"), OOM);
+    assert_eq!(err_line(&mut c, "SET other y"), OOM);
 
     let before = state(&mut c);
     for line in spending_calls() {
-        assert_eq!(err(&mut c, &line), OOM, "{line}");
+        assert_eq!(err_line(&mut c, &line), OOM, "{line}");
         assert_eq!(state(&mut c), before, "{line} changed something");
     }
     // Arguments are still validated first: a bad call gets its own error.
-    assert!(err(&mut c, "RL.FIXED rl:fixed 0 60").starts_with("ERR limit"));
-    assert!(err(&mut c, "RL.FIXED rl:fixed 10 600 BURST 2").starts_with("ERR syntax"));
+    assert!(err_line(&mut c, "RL.FIXED rl:fixed 0 60").starts_with("ERR limit"));
+    assert!(err_line(&mut c, "RL.FIXED rl:fixed 10 600 BURST 2").starts_with("ERR syntax"));
 
     // PEEK answers on the existing state: one unit of ten spent on each limiter.
     for (cmd, key) in LIMITERS {
@@ -190,7 +174,7 @@ fn filling_up_to_maxmemory() {
     let mut refused_at = None;
     for k in 0..1_000u64 {
         let line = format!("RL.SLIDELOG rl:fill 1000000 600 COST 1000 NOW {}", NOW + k);
-        match query(&mut c, &line) {
+        match query_line(&mut c, &line) {
             Ok(v) => {
                 let r: Reply = redis::from_redis_value(&v).unwrap();
                 assert_eq!(r.0, 1, "{line}");
@@ -217,7 +201,7 @@ fn filling_up_to_maxmemory() {
     set_maxmemory(&mut c, 1);
     let before = state(&mut c);
     for line in spending_calls() {
-        assert_eq!(err(&mut c, &line), OOM, "{line}");
+        assert_eq!(err_line(&mut c, &line), OOM, "{line}");
     }
     assert_eq!(state(&mut c), before);
     let r = rl(

@@ -7,7 +7,7 @@ mod common;
 use common::workload::*;
 use common::*;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Requests in the randomized workload (a few hundred milliseconds of real time, so
 /// that the tiny windows expire keys while it runs).
@@ -32,21 +32,6 @@ fn pair(replica_has_module: bool, extra: &[&str]) -> (Server, Server) {
     };
     wait_link(&primary, &replica);
     (primary, replica)
-}
-
-/// Bounded polling until the replica reports its link to the primary up.
-fn wait_link(primary: &Server, replica: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut r = replica.conn();
-    while info_field(&mut r, "replication", "master_link_status").as_deref() != Some("up") {
-        assert!(
-            Instant::now() < deadline,
-            "replication link not up within 30 s\nprimary log:\n{}\nreplica log:\n{}",
-            primary.log(),
-            replica.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn wait_replicas(c: &mut Connection, n: i64) {

@@ -218,3 +218,42 @@ pub fn snapshot(c: &mut Connection) -> Vec<(Vec<u8>, Option<Vec<u8>>, i64)> {
     out.sort();
     out
 }
+
+/// Runs a command given as words and returns the raw result.
+pub fn query_line(c: &mut Connection, line: &str) -> redis::RedisResult<Value> {
+    let mut cmd = redis::Cmd::new();
+    for w in line.split_whitespace() {
+        cmd.arg(w);
+    }
+    cmd.query(c)
+}
+
+/// The error a call gets, as the server's line `CODE detail`; panics if it succeeded.
+pub fn err_line(c: &mut Connection, line: &str) -> String {
+    match query_line(c, line) {
+        Ok(v) => panic!("{line}: succeeded with {v:?}"),
+        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+    }
+}
+
+/// Bounded polling until the replica reports its link to the primary up.
+pub fn wait_link(primary: &Server, replica: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut r = replica.conn();
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut r)
+            .unwrap_or_default();
+        if info.lines().any(|l| l.trim() == "master_link_status:up") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replication link not up within 30 s\nprimary log:\n{}\nreplica log:\n{}",
+            primary.log(),
+            replica.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
