@@ -1,6 +1,7 @@
 //! One command invocation: its arguments, its single clock read, and the guard that
 //! turns any failure, a panic included, into an error reply instead of a dead server.
 
+use std::cell::OnceCell;
 use std::ffi::CString;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -24,6 +25,7 @@ pub struct Call<'a> {
     /// The server's wall clock, read once for the whole command: every decision and
     /// every expiry instant of this call derives from this one reading.
     pub server_now_us: u64,
+    flags: OnceCell<u32>,
 }
 
 pub enum Reply {
@@ -67,9 +69,13 @@ impl Call<'_> {
         i64::try_from(self.server_now_us / 1000).unwrap_or(i64::MAX)
     }
 
+    /// The context flags, read once per call: Redis computes them all (memory state
+    /// included) on every read.
     fn flags(&self) -> u32 {
-        // SAFETY: GetContextFlags only reads the context.
-        unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.ctx)) as u32 }
+        *self.flags.get_or_init(|| {
+            // SAFETY: GetContextFlags only reads the context.
+            unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.ctx)) as u32 }
+        })
     }
 
     /// Refuses a call that may write while Redis is over `maxmemory`. The commands
@@ -113,6 +119,7 @@ pub fn run(
             name,
             argv,
             server_now_us: wall_clock_us(),
+            flags: OnceCell::new(),
         };
         handler(&call)
     }));
