@@ -61,10 +61,6 @@ impl Call<'_> {
         Ok(buf.get(..rest.len()).unwrap_or(&[]))
     }
 
-    pub fn argc(&self) -> usize {
-        self.argv.len()
-    }
-
     pub fn server_now_ms(&self) -> i64 {
         i64::try_from(self.server_now_us / 1000).unwrap_or(i64::MAX)
     }
