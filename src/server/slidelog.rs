@@ -84,14 +84,14 @@ pub fn command(call: &Call) -> Result<Reply> {
             max: MAX_LOG_LIMIT,
         });
     }
-    let now = a.now.unwrap_or(call.server_now_us);
-    let cutoff = cutoff(now, a.window);
     if a.cost > MAX_LOG_COST {
         return Err(Error::NotPositive {
             name: "COST",
             max: MAX_LOG_COST,
         });
     }
+    let now = a.now.unwrap_or(call.server_now_us);
+    let cutoff = cutoff(now, a.window);
     let key = Key::open(call.ctx, call.key(), !a.peek)?;
     if !matches!(key.kind(), Kind::Empty | Kind::Zset) {
         return Err(Error::WrongType);
@@ -158,16 +158,14 @@ pub fn command(call: &Call) -> Result<Reply> {
 /// Adds `cost` entries at `now`, each with a fresh random suffix; a suffix that is
 /// already taken is drawn again, so every unit is counted.
 fn add_entries(call: &Call, key: &Key, a: &LimiterArgs, now: u64) -> Result<()> {
-    let score = now.to_string();
+    // One score string serves every member of the replicated ZADD.
+    let score = OwnedString::new(call.ctx, now.to_string().as_bytes())?;
     let mut zadd = Effect::new(call.ctx, call.key());
     let mut added = 0;
     while added < a.cost {
         let member = OwnedString::new(call.ctx, &log_member(now, random_bytes()))?;
         if key.zadd_new(now as f64, member.ptr)? {
-            zadd = zadd
-                .bytes(score.as_bytes())?
-                .string(member.ptr)
-                .keep(member);
+            zadd = zadd.string(score.ptr).string(member.ptr).keep(member);
             added += 1;
         }
     }
