@@ -1415,11 +1415,10 @@ fn report(
          {step_ms} ms per call on a log (module `NOW`, script ARGV with the same `now`, \
          window in µs and a member `<now>:<8 hex>`). Each call finds {STEADY_ENTRIES} \
          entries in the window, trims the one that left it (the first call on a log: \
-         none) and admits one; every log ends with {} entries, checked, and module and \
-         script must admit the same calls. Server µs per call (`INFO commandstats`, \
+         none) and admits one; every log ends with the count this implies (checked), \
+         and module and script must admit the same calls. Server µs per call (`INFO commandstats`, \
          reset before each run; EVALSHA includes the script's inner calls), median over \
-         the rounds; `Lua ÷ this` is taken within a round.\n",
-        STEADY_ENTRIES + 1
+         the rounds; `Lua ÷ this` is taken within a round.\n"
     )?;
     writeln!(
         o,
