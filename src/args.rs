@@ -226,24 +226,28 @@ mod tests {
     const NOW: &str = "1764480000000000";
 
     #[test]
-    fn defaults() {
-        let a = parse(&["10", "60"]).unwrap();
+    fn defaults() -> Result<()> {
+        let a = parse(&["10", "60"])?;
         assert_eq!(a.limit, 10);
         assert_eq!(a.window.ms(), 60_000);
         assert_eq!(a.cost, 1);
         assert_eq!(a.now, None);
         assert!(!a.peek);
+        Ok(())
     }
 
     #[test]
     fn window_units() {
-        assert_eq!(parse_window(b"60").unwrap().ms(), 60_000);
-        assert_eq!(parse_window(b"60s").unwrap().ms(), 60_000);
-        assert_eq!(parse_window(b"60S").unwrap().ms(), 60_000);
-        assert_eq!(parse_window(b"1500ms").unwrap().ms(), 1500);
-        assert!(parse_window(b"1500ms").unwrap().us() == 1_500_000);
-        assert!(!parse_window(b"1500ms").unwrap().whole_seconds());
-        assert!(parse_window(b"2000ms").unwrap().whole_seconds());
+        assert_eq!(parse_window(b"60").map(Window::ms), Ok(60_000));
+        assert_eq!(parse_window(b"60s").map(Window::ms), Ok(60_000));
+        assert_eq!(parse_window(b"60S").map(Window::ms), Ok(60_000));
+        assert_eq!(parse_window(b"1500ms").map(Window::ms), Ok(1500));
+        assert_eq!(parse_window(b"1500ms").map(Window::us), Ok(1_500_000));
+        assert_eq!(
+            parse_window(b"1500ms").map(Window::whole_seconds),
+            Ok(false)
+        );
+        assert_eq!(parse_window(b"2000ms").map(Window::whole_seconds), Ok(true));
         for bad in [
             "",
             "0",
@@ -265,11 +269,12 @@ mod tests {
     }
 
     #[test]
-    fn options_in_any_order_and_case() {
-        let a = parse(&["10", "1s", "peek", "now", NOW, "Cost", "3"]).unwrap();
+    fn options_in_any_order_and_case() -> Result<()> {
+        let a = parse(&["10", "1s", "peek", "now", NOW, "Cost", "3"])?;
         assert_eq!(a.cost, 3);
         assert_eq!(a.now, Some(1_764_480_000_000_000));
         assert!(a.peek);
+        Ok(())
     }
 
     #[test]

@@ -90,10 +90,10 @@ mod tests {
     use crate::args::parse_window;
 
     #[test]
-    fn names() {
+    fn names() -> crate::error::Result<()> {
         assert_eq!(counter_key(b"rl:cnt:ab", 176448000), b"rl:cnt:ab:176448000");
-        let ten = parse_window(b"10").unwrap();
-        let ms = parse_window(b"1500ms").unwrap();
+        let ten = parse_window(b"10")?;
+        let ms = parse_window(b"1500ms")?;
         assert_eq!(fixed_window_name(1_718_609_340_123_456, ten), 1_718_609_340);
         assert_eq!(
             fixed_window_name(1_718_609_340_123_456, ms),
@@ -103,6 +103,7 @@ mod tests {
             log_member(1_764_480_000_000_001, [0, 0x0f, 0xa0, 0xff]),
             b"1764480000000001:000fa0ff"
         );
+        Ok(())
     }
 
     #[test]
