@@ -9,7 +9,6 @@ use std::os::raw::c_int;
 use redis_module::raw;
 
 use super::key::{Ctx, OwnedString, RString};
-use crate::error::Result;
 
 /// Arguments of one replicated command: borrowed strings (the key, members) and
 /// numbers the module formats.
@@ -39,17 +38,6 @@ impl Effect {
         self
     }
 
-    pub fn bytes(mut self, b: &[u8]) -> Result<Effect> {
-        let s = OwnedString::new(self.ctx, b)?;
-        self.args.push(s.ptr);
-        self.owned.push(s);
-        Ok(self)
-    }
-
-    pub fn int(self, n: i64) -> Result<Effect> {
-        self.bytes(n.to_string().as_bytes())
-    }
-
     pub fn replicate(self, command: &CStr) {
         // SAFETY: every argument is a live string; "v" passes them as an array.
         unsafe {
@@ -73,6 +61,23 @@ pub fn replicate_int(ctx: Ctx, command: &CStr, key: RString, n: i64) {
     unsafe {
         if let Some(replicate) = raw::RedisModule_Replicate {
             replicate(ctx, command.as_ptr(), c"sl".as_ptr(), key, n);
+        }
+    }
+}
+
+/// `ZREMRANGEBYSCORE <key> -inf <max>`: the script's trim, as one command.
+pub fn replicate_trim(ctx: Ctx, key: RString, max: i64) {
+    // SAFETY: "scl": a live string, a C string, a long long.
+    unsafe {
+        if let Some(replicate) = raw::RedisModule_Replicate {
+            replicate(
+                ctx,
+                c"ZREMRANGEBYSCORE".as_ptr(),
+                c"scl".as_ptr(),
+                key,
+                c"-inf".as_ptr(),
+                max,
+            );
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::call::{Call, Reply, MAX_ARGS};
-use super::effects::{notify, replicate_int, Effect, Event};
+use super::effects::{notify, replicate_int, replicate_trim, Effect, Event};
 use super::key::{free_string, zcount_above, Key, Kind, OwnedString};
 use crate::algo::slidelog::{cutoff, decide, Log};
 use crate::args::{parse_limiter, LimiterArgs};
@@ -123,10 +123,11 @@ pub fn command(call: &Call) -> Result<Reply> {
         // All expired members gone: the script's own command. A partial batch: the
         // exact members, so that replicas remove the same ones.
         if complete {
-            Effect::new(call.ctx, call.key())
-                .bytes(b"-inf")?
-                .int(i64::try_from(cutoff).unwrap_or(i64::MAX))?
-                .replicate(c"ZREMRANGEBYSCORE");
+            replicate_trim(
+                call.ctx,
+                call.key(),
+                i64::try_from(cutoff).unwrap_or(i64::MAX),
+            );
         } else {
             trimmed
                 .iter()
