@@ -80,6 +80,16 @@ fn contains_ci(haystack: &[u8], needle: &str) -> bool {
 // ---------------------------------------------------------------------------------
 // Restarting from the AOF and from an RDB file
 
+/// Asserts that a restarted server holds the dataset taken before it went down.
+fn assert_restored(label: &str, mut server: Server, before: &Snapshot) {
+    let mut c = server.conn();
+    let now = server_time_ms(&mut c);
+    let after = snapshot(&mut c);
+    let compared = assert_same_data(label, before, &after, now);
+    eprintln!("{label}: {compared} of {} keys compared", before.len());
+    assert!(server.alive());
+}
+
 const AOF: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
 
 /// Starts a server on a copy of a data directory (the later `--dir` wins over the
@@ -148,13 +158,8 @@ fn aof_reload_gives_back_the_same_data() {
         } else {
             "AOF reload without the module"
         };
-        let mut s2 = restart(copy, with_module, &AOF);
-        let mut c2 = s2.conn();
-        let now = server_time_ms(&mut c2);
-        let after = snapshot(&mut c2);
-        let compared = assert_same_data(label, &before, &after, now);
-        eprintln!("{label}: {compared} of {} keys compared", before.len());
-        assert!(s2.alive());
+        let s2 = restart(copy, with_module, &AOF);
+        assert_restored(label, s2, &before);
     }
 }
 
@@ -182,17 +187,12 @@ fn rdb_save_gives_back_the_same_data() {
         } else {
             "RDB load without the module"
         };
-        let mut s2 = restart(
+        let s2 = restart(
             saved.path(),
             with_module,
             &["--dbfilename", "dump.rdb", "--appendonly", "no"],
         );
-        let mut c2 = s2.conn();
-        let now = server_time_ms(&mut c2);
-        let after = snapshot(&mut c2);
-        let compared = assert_same_data(label, &before, &after, now);
-        eprintln!("{label}: {compared} of {} keys compared", before.len());
-        assert!(s2.alive());
+        assert_restored(label, s2, &before);
     }
 }
 
