@@ -570,3 +570,72 @@ fn partial_trims_replicate_identically() {
         assert_eq!(snapshot(&mut without_module.conn()), expected);
     }
 }
+
+/// Runs of more than a few expired members (but no more than one call trims) are
+/// removed by Redis's own ZREMRANGEBYSCORE inside the call: the decision is the same,
+/// the log keeps exactly the in-window members, and replicas with and without the
+/// module end byte-identical, the emptied log included.
+#[test]
+fn longer_trims_replicate_identically() {
+    let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = primary.port.to_string();
+    let with_module = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let without_module = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
+    wait_link(&primary, &with_module);
+    wait_link(&primary, &without_module);
+    let mut c = primary.conn();
+    let window_us = WINDOW_S * 1_000_000;
+    let mut check = |c: &mut Connection, line: String, reply: (i64, i64), zcard_after: u64| {
+        let r = rl(c, &line);
+        assert_eq!((r.0, r.1), reply, "{line}");
+        assert_eq!(zcard(c, LOG), zcard_after, "{line}");
+        let acked: i64 = redis::cmd("WAIT").arg(2).arg(5000).query(c).unwrap();
+        assert_eq!(acked, 2, "replicas did not acknowledge");
+        let expected = snapshot(c);
+        assert_eq!(snapshot(&mut with_module.conn()), expected, "{line}");
+        assert_eq!(snapshot(&mut without_module.conn()), expected, "{line}");
+    };
+    check(
+        &mut c,
+        format!("RL.SLIDELOG {LOG} 100 {WINDOW_S} COST 30 NOW {T0}"),
+        (1, 70),
+        30,
+    );
+    let later = T0 + 10_000_000;
+    check(
+        &mut c,
+        format!("RL.SLIDELOG {LOG} 100 {WINDOW_S} COST 20 NOW {later}"),
+        (1, 50),
+        50,
+    );
+    // The 30 oldest left the window: trimmed, 20 counted, one admitted.
+    let now = T0 + window_us + 1;
+    check(
+        &mut c,
+        format!("RL.SLIDELOG {LOG} 22 {WINDOW_S} NOW {now}"),
+        (1, 1),
+        21,
+    );
+    // Everything left: the trim empties the log, the call then writes it anew.
+    let now = later + 2 * window_us;
+    check(
+        &mut c,
+        format!("RL.SLIDELOG {LOG} 1 {WINDOW_S} NOW {now}"),
+        (1, 0),
+        1,
+    );
+    // A cost that can never pass still trims: 20 more expired, the emptied key is gone.
+    check(
+        &mut c,
+        format!("RL.SLIDELOG {LOG} 100 {WINDOW_S} COST 20 NOW {now}"),
+        (1, 79),
+        21,
+    );
+    let now = now + window_us;
+    check(
+        &mut c,
+        format!("RL.SLIDELOG {LOG} 1 {WINDOW_S} COST 2 NOW {now}"),
+        (0, 1),
+        0,
+    );
+}

@@ -215,6 +215,68 @@ fn slidelog_fires_what_the_script_fires() {
     assert_eq!(events, vec![]);
 }
 
+/// Longer trims (which Redis's own ZREMRANGEBYSCORE does inside the call) fire the
+/// same events as the script's: one zremrangebyscore, and del when the log empties.
+#[test]
+fn slidelog_long_trims_fire_what_the_script_fires() {
+    let s = server();
+    let mut c = s.conn();
+    let mut sub_conn = s.conn();
+    let mut w = Watch::new(&mut sub_conn);
+    let (mkey, lkey) = ("rl:{m}:long", "rl:{l}:long");
+    let window_us = 60_000_000u64;
+    let t = T0;
+    // The same 30 old and 12 newer members in both logs (their events drained here).
+    w.events(&mut c, |c| {
+        for key in [mkey, lkey] {
+            let mut zadd = redis::cmd("ZADD");
+            zadd.arg(key);
+            for i in 0..42u64 {
+                let score = if i < 30 { t + i } else { t + 30_000_000 + i };
+                zadd.arg(score).arg(format!("{score}:{i:08x}"));
+            }
+            zadd.query::<()>(c).expect("ZADD");
+        }
+    });
+    let mut step = |w: &mut Watch, c: &mut Connection, now: u64, expected: &[&str]| {
+        let (reply, module) = w.events(c, |c| {
+            rl(c, &format!("RL.SLIDELOG {mkey} 20 60s NOW {now}"))
+        });
+        let member = format!("{now}:ffffffff");
+        let args = [now.to_string(), window_us.to_string(), "20".into(), member];
+        let (answer, script) = w.events(c, |c| eval(c, LOG_LUA, &[lkey], &args));
+        assert_eq!((reply.0, reply.1), (1, answer[1]), "NOW {now}");
+        same(
+            &format!("RL.SLIDELOG NOW {now}"),
+            &module,
+            &script,
+            expected,
+        );
+        let counts: Vec<u64> = [mkey, lkey]
+            .iter()
+            .map(|k| redis::cmd("ZCARD").arg(k).query(c).expect("ZCARD"))
+            .collect();
+        assert_eq!(counts[0], counts[1], "NOW {now}");
+        counts[0]
+    };
+    // 30 expired, 12 in the window: trimmed, then one added.
+    let n = step(
+        &mut w,
+        &mut c,
+        t + window_us + 29,
+        &["zremrangebyscore", "zadd", "expire"],
+    );
+    assert_eq!(n, 13);
+    // Then all 13 expire too: the trim deletes the key, the add creates it.
+    let n = step(
+        &mut w,
+        &mut c,
+        t + 3 * window_us,
+        &["zremrangebyscore", "del", "zadd", "expire"],
+    );
+    assert_eq!(n, 1);
+}
+
 #[test]
 fn fixed_fires_what_the_script_fires() {
     let s = server();

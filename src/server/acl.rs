@@ -5,38 +5,73 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
+use super::call::Call;
 use super::key::{bytes, free_string, Ctx, RString};
 use crate::error::{Error, Result};
 
+/// Who is calling, as far as key permissions go. Looked up at most once per call
+/// (SLIDECOUNT checks two keys) and never kept longer: a user can be changed or
+/// deleted between calls.
+pub enum Caller {
+    /// No client is attached (nothing to check against).
+    Anyone,
+    /// The client's user no longer exists.
+    Unknown,
+    User(*mut raw::RedisModuleUser),
+}
+
+impl Caller {
+    pub fn lookup(ctx: Ctx) -> Caller {
+        // SAFETY: the name string is freed here; the user handle by Drop.
+        unsafe {
+            let (Some(current), Some(lookup)) = (
+                raw::RedisModule_GetCurrentUserName,
+                raw::RedisModule_GetModuleUserFromUserName,
+            ) else {
+                return Caller::Anyone;
+            };
+            let name = current(ctx);
+            if name.is_null() {
+                return Caller::Anyone;
+            }
+            let user = lookup(name);
+            free_string(ctx, name);
+            if user.is_null() {
+                Caller::Unknown
+            } else {
+                Caller::User(user)
+            }
+        }
+    }
+}
+
+impl Drop for Caller {
+    fn drop(&mut self) {
+        if let Caller::User(user) = *self {
+            // SAFETY: the handle came from GetModuleUserFromUserName and is freed once.
+            unsafe {
+                if let Some(free) = raw::RedisModule_FreeModuleUser {
+                    free(user);
+                }
+            }
+        }
+    }
+}
+
 /// Refuses with NOPERM unless the calling user may read (and, if `write`, write) `key`.
-pub fn check_key(ctx: Ctx, key: RString, write: bool) -> Result<()> {
+pub fn check_key(call: &Call, key: RString, write: bool) -> Result<()> {
     let mut flags = raw::REDISMODULE_CMD_KEY_ACCESS;
     if write {
         flags |= raw::REDISMODULE_CMD_KEY_UPDATE | raw::REDISMODULE_CMD_KEY_INSERT;
     }
-    // SAFETY: the user name and user handle are freed before returning; a null name
-    // means no client is attached (nothing to check).
-    let allowed = unsafe {
-        let (Some(current), Some(lookup), Some(check), Some(free_user)) = (
-            raw::RedisModule_GetCurrentUserName,
-            raw::RedisModule_GetModuleUserFromUserName,
-            raw::RedisModule_ACLCheckKeyPermissions,
-            raw::RedisModule_FreeModuleUser,
-        ) else {
-            return Ok(());
-        };
-        let name = current(ctx);
-        if name.is_null() {
-            return Ok(());
-        }
-        let user = lookup(name);
-        free_string(ctx, name);
-        if user.is_null() {
-            return Err(Error::NoPermission(lossy(key)));
-        }
-        let rc = check(user, key, flags as c_int);
-        free_user(user);
-        rc == 0
+    let allowed = match *call.caller() {
+        Caller::Anyone => true,
+        Caller::Unknown => false,
+        // SAFETY: a live user handle and key string.
+        Caller::User(user) => unsafe {
+            raw::RedisModule_ACLCheckKeyPermissions
+                .is_none_or(|check| check(user, key, flags as c_int) == 0)
+        },
     };
     if allowed {
         Ok(())

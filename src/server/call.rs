@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis_module::raw;
 
+use super::acl::Caller;
 use super::key::{bytes, Ctx, RString};
 use super::stats::{Outcome, Stats};
 use crate::algo::Decision;
@@ -26,6 +27,7 @@ pub struct Call<'a> {
     /// every expiry instant of this call derives from this one reading.
     pub server_now_us: u64,
     flags: OnceCell<u32>,
+    caller: OnceCell<Caller>,
 }
 
 pub enum Reply {
@@ -83,6 +85,11 @@ impl Call<'_> {
         Ok(())
     }
 
+    /// The calling user, for checking derived keys.
+    pub fn caller(&self) -> &Caller {
+        self.caller.get_or_init(|| Caller::lookup(self.ctx))
+    }
+
     pub fn in_cluster(&self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }
@@ -116,6 +123,7 @@ pub fn run(
             argv,
             server_now_us: wall_clock_us(),
             flags: OnceCell::new(),
+            caller: OnceCell::new(),
         };
         handler(&call)
     }));

@@ -23,7 +23,7 @@ impl Counter {
     /// Opens `<name>` and reads it; an absent key counts 0.
     pub fn open(call: &Call, name: &[u8], writable: bool) -> Result<Counter> {
         let name = OwnedString::new(call.ctx, name)?;
-        check_key(call.ctx, name.ptr, writable)?;
+        check_key(call, name.ptr, writable)?;
         let key = Key::open(call.ctx, name.ptr, writable)?;
         let value = match key.read_string()? {
             None => 0,

@@ -310,9 +310,18 @@ impl Drop for Key {
 /// The number of members with a score above `min`: ZCOUNT is O(log n), where
 /// walking the key API's range would be O(n).
 pub fn zcount_above(ctx: Ctx, key: RString, min: u64) -> Result<u64> {
-    let min = format!("({min}");
-    let min = OwnedString::new(ctx, min.as_bytes())?;
-    let max = OwnedString::new(ctx, b"+inf")?;
+    zcount(ctx, key, format!("({min}").as_bytes(), b"+inf")
+}
+
+/// How many members have a score at or below `max`.
+pub fn zcount_up_to(ctx: Ctx, key: RString, max: u64) -> Result<u64> {
+    zcount(ctx, key, b"-inf", max.to_string().as_bytes())
+}
+
+/// ZCOUNT through RM_Call: the key API can only count by walking the range.
+fn zcount(ctx: Ctx, key: RString, min: &[u8], max: &[u8]) -> Result<u64> {
+    let min = OwnedString::new(ctx, min)?;
+    let max = OwnedString::new(ctx, max)?;
     // SAFETY: RM_Call with "sss" takes three live strings; the reply is freed here.
     unsafe {
         let (Some(call), Some(integer), Some(free)) = (

@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::call::{Call, Reply, MAX_ARGS};
-use super::effects::{notify, replicate_int, replicate_trim, Effect, Event};
-use super::key::{free_string, zcount_above, Key, Kind, OwnedString};
+use super::effects::{apply_trim, notify, replicate_int, replicate_trim, Effect, Event};
+use super::key::{free_string, zcount_above, zcount_up_to, Key, Kind, OwnedString};
 use crate::algo::slidelog::{cutoff, decide, Log};
 use crate::args::{parse_limiter, LimiterArgs};
 use crate::error::{Error, Result};
@@ -96,12 +96,12 @@ pub fn command(call: &Call) -> Result<Reply> {
     if !matches!(key.kind(), Kind::Empty | Kind::Zset) {
         return Err(Error::WrongType);
     }
-    let (trimmed, complete) = if a.peek {
-        (Vec::new(), false)
+    let (key, trim) = if a.peek {
+        (key, Trim::Partial(Vec::new()))
     } else {
-        key.zremrange_up_to(call.ctx, cutoff as f64, TRIM_BATCH)
+        trim(call, key, cutoff)?
     };
-    let len = if complete {
+    let len = if !matches!(trim, Trim::Partial(_)) {
         key.value_length()
     } else if key.kind() == Kind::Zset {
         zcount_above(call.ctx, call.key(), cutoff)?
@@ -119,23 +119,23 @@ pub fn command(call: &Call) -> Result<Reply> {
         return Ok(Reply::Decision(decision));
     }
 
-    if !trimmed.is_empty() {
-        // All expired members gone: the script's own command. A partial batch: the
-        // exact members, so that replicas remove the same ones.
-        if complete {
-            replicate_trim(
-                call.ctx,
-                call.key(),
-                i64::try_from(cutoff).unwrap_or(i64::MAX),
-            );
-        } else {
-            trimmed
-                .iter()
-                .fold(Effect::new(call.ctx, call.key()), |zrem, m| {
-                    zrem.string(m.ptr)
-                })
-                .replicate(c"ZREM");
-        }
+    match &trim {
+        Trim::Nothing | Trim::ByRedis => {}
+        // All expired members gone: the script's own command.
+        Trim::Complete(_) => replicate_trim(
+            call.ctx,
+            call.key(),
+            i64::try_from(cutoff).unwrap_or(i64::MAX),
+        ),
+        // A partial batch: the exact members, so that replicas remove the same ones.
+        Trim::Partial(members) => members
+            .iter()
+            .fold(Effect::new(call.ctx, call.key()), |zrem, m| {
+                zrem.string(m.ptr)
+            })
+            .replicate(c"ZREM"),
+    }
+    if matches!(&trim, Trim::Complete(m) | Trim::Partial(m) if !m.is_empty()) {
         notify(call.ctx, Event::Zset, c"zremrangebyscore", call.key());
         if key.kind() == Kind::Empty {
             notify(call.ctx, Event::Generic, c"del", call.key());
@@ -154,6 +154,57 @@ pub fn command(call: &Call) -> Result<Reply> {
         notify(call.ctx, Event::Generic, c"expire", call.key());
     }
     Ok(Reply::Decision(decision))
+}
+
+/// Expired members removed one at a time through the key API. Longer runs go to
+/// Redis's own ZREMRANGEBYSCORE, whose fixed cost (an RM_Call) only pays off there.
+const SMALL_TRIM: usize = 8;
+
+/// How the expired members left the log.
+enum Trim {
+    Nothing,
+    /// All of them, through the key API: still to be replicated and announced.
+    Complete(Vec<OwnedString>),
+    /// All of them, by ZREMRANGEBYSCORE, which replicated and announced itself.
+    ByRedis,
+    /// The oldest `TRIM_BATCH` of more (the rest goes in later calls), or none for a
+    /// PEEK: what is inside the window must then be counted, not inferred.
+    Partial(Vec<OwnedString>),
+}
+
+/// Removes expired members (score <= `cutoff`), at most `TRIM_BATCH` of them.
+fn trim(call: &Call, key: Key, cutoff: u64) -> Result<(Key, Trim)> {
+    let max = cutoff as f64;
+    let (mut removed, complete) = key.zremrange_up_to(call.ctx, max, SMALL_TRIM);
+    if complete {
+        let trim = if removed.is_empty() {
+            Trim::Nothing
+        } else {
+            Trim::Complete(removed)
+        };
+        return Ok((key, trim));
+    }
+    // More are expired. Redis removes them faster, if there are few enough for one call.
+    let most = (TRIM_BATCH - SMALL_TRIM) as u64;
+    let left = key.value_length();
+    let expired = if left <= most {
+        left
+    } else {
+        zcount_up_to(call.ctx, call.key(), cutoff)?
+    };
+    if expired <= most {
+        // The key handle would go stale under another command's write: close it first.
+        drop(key);
+        apply_trim(
+            call.ctx,
+            call.key(),
+            i64::try_from(cutoff).unwrap_or(i64::MAX),
+        )?;
+        return Ok((Key::open(call.ctx, call.key(), true)?, Trim::ByRedis));
+    }
+    let (more, _) = key.zremrange_up_to(call.ctx, max, TRIM_BATCH - SMALL_TRIM);
+    removed.extend(more);
+    Ok((key, Trim::Partial(removed)))
 }
 
 /// Adds `cost` entries at `now`, each with a fresh random suffix; a suffix that is
