@@ -585,7 +585,7 @@ fn longer_trims_replicate_identically() {
     wait_link(&primary, &without_module);
     let mut c = primary.conn();
     let window_us = WINDOW_S * 1_000_000;
-    let mut check = |c: &mut Connection, line: String, reply: (i64, i64), zcard_after: u64| {
+    let check = |c: &mut Connection, line: String, reply: (i64, i64), zcard_after: u64| {
         let r = rl(c, &line);
         assert_eq!((r.0, r.1), reply, "{line}");
         assert_eq!(zcard(c, LOG), zcard_after, "{line}");

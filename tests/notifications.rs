@@ -238,7 +238,7 @@ fn slidelog_long_trims_fire_what_the_script_fires() {
             zadd.query::<()>(c).expect("ZADD");
         }
     });
-    let mut step = |w: &mut Watch, c: &mut Connection, now: u64, expected: &[&str]| {
+    let step = |w: &mut Watch, c: &mut Connection, now: u64, expected: &[&str]| {
         let (reply, module) = w.events(c, |c| {
             rl(c, &format!("RL.SLIDELOG {mkey} 20 60s NOW {now}"))
         });
