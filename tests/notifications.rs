@@ -226,12 +226,12 @@ fn slidelog_long_trims_fire_what_the_script_fires() {
     let (mkey, lkey) = ("rl:{m}:long", "rl:{l}:long");
     let window_us = 60_000_000u64;
     let t = T0;
-    // The same 30 old and 12 newer members in both logs (their events drained here).
+    // The same 30 old and 14 newer members in both logs (their events drained here).
     w.events(&mut c, |c| {
         for key in [mkey, lkey] {
             let mut zadd = redis::cmd("ZADD");
             zadd.arg(key);
-            for i in 0..42u64 {
+            for i in 0..44u64 {
                 let score = if i < 30 { t + i } else { t + 30_000_000 + i };
                 zadd.arg(score).arg(format!("{score}:{i:08x}"));
             }
@@ -259,15 +259,15 @@ fn slidelog_long_trims_fire_what_the_script_fires() {
         assert_eq!(counts[0], counts[1], "NOW {now}");
         counts[0]
     };
-    // 30 expired, 12 in the window: trimmed, then one added.
+    // 30 expired, 14 in the window: trimmed, then one added.
     let n = step(
         &mut w,
         &mut c,
         t + window_us + 29,
         &["zremrangebyscore", "zadd", "expire"],
     );
-    assert_eq!(n, 13);
-    // Then all 13 expire too: the trim deletes the key, the add creates it.
+    assert_eq!(n, 15);
+    // Then all 15 expire too: the trim deletes the key, the add creates it.
     let n = step(
         &mut w,
         &mut c,
