@@ -5,6 +5,8 @@
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw;
 
@@ -54,49 +56,104 @@ impl Effect {
     }
 }
 
-/// `<command> <key> <n>` (PEXPIREAT, INCRBY), formatted by Redis itself: no strings
-/// for the module to build and free on the hot path.
-pub fn replicate_int(ctx: Ctx, command: &CStr, key: RString, n: i64) {
-    // SAFETY: "sl" takes a live string and a long long.
-    unsafe {
-        if let Some(replicate) = raw::RedisModule_Replicate {
-            replicate(ctx, command.as_ptr(), c"sl".as_ptr(), key, n);
+/// Words the replicated commands use on every call, made once and never freed: Redis
+/// only takes a reference to a string it is handed ("s"), where a C string or a
+/// number ("c", "l") costs it an allocation, formatting and a free each time.
+#[derive(Clone, Copy)]
+pub enum Word {
+    One,
+    NegInf,
+    Pxat,
+}
+
+fn word(w: Word) -> RString {
+    static WORDS: [AtomicPtr<raw::RedisModuleString>; 3] = [
+        AtomicPtr::new(ptr::null_mut()),
+        AtomicPtr::new(ptr::null_mut()),
+        AtomicPtr::new(ptr::null_mut()),
+    ];
+    let (slot, text): (_, &[u8]) = match w {
+        Word::One => (&WORDS[0], b"1"),
+        Word::NegInf => (&WORDS[1], b"-inf"),
+        Word::Pxat => (&WORDS[2], b"PXAT"),
+    };
+    let mut s = slot.load(Ordering::Relaxed);
+    if s.is_null() {
+        // SAFETY: a string without a context is not freed with any call; it lives as
+        // long as the module. Commands run on Redis's main thread only.
+        s = unsafe {
+            raw::RedisModule_CreateString.map_or(ptr::null_mut(), |f| {
+                f(ptr::null_mut(), text.as_ptr().cast(), text.len())
+            })
+        };
+        slot.store(s, Ordering::Relaxed);
+    }
+    s
+}
+
+/// `n` as a Redis string; 1 (the usual COST) without allocating.
+enum Number {
+    Word(RString),
+    Made(OwnedString),
+}
+
+impl Number {
+    fn new(ctx: Ctx, n: i64) -> Option<Number> {
+        if n == 1 {
+            return Some(Number::Word(word(Word::One)));
+        }
+        OwnedString::from_i64(ctx, n).ok().map(Number::Made)
+    }
+
+    fn ptr(&self) -> RString {
+        match self {
+            Number::Word(s) => *s,
+            Number::Made(s) => s.ptr,
         }
     }
+}
+
+/// `<command> <key> <n>` (PEXPIREAT, INCRBY).
+pub fn replicate_int(ctx: Ctx, command: &CStr, key: RString, n: i64) {
+    let Some(n) = Number::new(ctx, n) else { return };
+    replicate(ctx, command, &[key, n.ptr()]);
 }
 
 /// `ZREMRANGEBYSCORE <key> -inf <max>`: the script's trim, as one command.
 pub fn replicate_trim(ctx: Ctx, key: RString, max: i64) {
-    // SAFETY: "scl": a live string, a C string, a long long.
-    unsafe {
-        if let Some(replicate) = raw::RedisModule_Replicate {
-            replicate(
-                ctx,
-                c"ZREMRANGEBYSCORE".as_ptr(),
-                c"scl".as_ptr(),
-                key,
-                c"-inf".as_ptr(),
-                max,
-            );
-        }
-    }
+    let Some(max) = Number::new(ctx, max) else {
+        return;
+    };
+    replicate(
+        ctx,
+        c"ZREMRANGEBYSCORE",
+        &[key, word(Word::NegInf), max.ptr()],
+    );
 }
 
 /// `SET <key> <value> PXAT <at>`.
 pub fn replicate_set_pxat(ctx: Ctx, key: RString, value: i64, at_ms: i64) {
-    // SAFETY: "slcl": a live string, a long long, a C string, a long long.
+    let (Some(value), Some(at)) = (Number::new(ctx, value), Number::new(ctx, at_ms)) else {
+        return;
+    };
+    replicate(ctx, c"SET", &[key, value.ptr(), word(Word::Pxat), at.ptr()]);
+}
+
+/// One command of two to four arguments, each a live string ("s": referenced, not
+/// copied; "v" would cost Redis a reallocation).
+fn replicate(ctx: Ctx, command: &CStr, args: &[RString]) {
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    let c = command.as_ptr();
+    // SAFETY: each format has as many "s" as strings passed, all live.
     unsafe {
-        if let Some(replicate) = raw::RedisModule_Replicate {
-            replicate(
-                ctx,
-                c"SET".as_ptr(),
-                c"slcl".as_ptr(),
-                key,
-                value,
-                c"PXAT".as_ptr(),
-                at_ms,
-            );
-        }
+        match *args {
+            [a, b] => f(ctx, c, c"ss".as_ptr(), a, b),
+            [a, b, d] => f(ctx, c, c"sss".as_ptr(), a, b, d),
+            [a, b, d, e] => f(ctx, c, c"ssss".as_ptr(), a, b, d, e),
+            _ => return,
+        };
     }
 }
 

@@ -50,6 +50,17 @@ impl OwnedString {
 }
 
 impl OwnedString {
+    pub fn from_i64(ctx: Ctx, n: i64) -> Result<OwnedString> {
+        // SAFETY: CreateStringFromLongLong formats `n` into a new string.
+        let ptr = unsafe {
+            raw::RedisModule_CreateStringFromLongLong.map_or(ptr::null_mut(), |f| f(ctx, n))
+        };
+        if ptr.is_null() {
+            return Err(Error::Internal("could not create a string"));
+        }
+        Ok(OwnedString { ctx, ptr })
+    }
+
     /// Takes ownership of a string Redis handed over (range iterator elements).
     pub fn adopt(ctx: Ctx, ptr: RString) -> OwnedString {
         OwnedString { ctx, ptr }
