@@ -41,6 +41,10 @@ impl Effect {
     }
 
     pub fn replicate(self, command: &CStr) {
+        if self.args.len() <= 4 {
+            replicate(self.ctx, command, &self.args);
+            return;
+        }
         // SAFETY: every argument is a live string; "v" passes them as an array.
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {

@@ -42,8 +42,7 @@ pub fn command(call: &Call) -> Result<Reply> {
     let at = call.server_now_ms().saturating_add(
         i64::try_from(ceil_ms(u128::from(ttl_us(new_tat, now)))).unwrap_or(i64::MAX),
     );
-    let value = new_tat.to_string();
-    key.write_string(call.ctx, value.as_bytes())?;
+    key.write_string(call.ctx, crate::layout::decimal(new_tat, &mut [0; 20]))?;
     key.expire_at(at)?;
     replicate_set_pxat(
         call.ctx,

@@ -212,7 +212,7 @@ fn trim(call: &Call, key: Key, cutoff: u64) -> Result<(Key, Trim)> {
 /// already taken is drawn again, so every unit is counted.
 fn add_entries(call: &Call, key: &Key, a: &LimiterArgs, now: u64) -> Result<()> {
     // One score string serves every member of the replicated ZADD.
-    let score = OwnedString::new(call.ctx, now.to_string().as_bytes())?;
+    let score = OwnedString::from_i64(call.ctx, i64::try_from(now).unwrap_or(i64::MAX))?;
     let mut zadd = Effect::new(call.ctx, call.key());
     let mut added = 0;
     while added < a.cost {
