@@ -526,16 +526,22 @@ fn lua_script_agrees_on_a_half_trimmed_log() {
     assert_eq!(zcard(&mut c, LOG), 3);
 }
 
-/// Partial trims remove specific members (replicated as ZREM of those members), so a
-/// replica, with or without the module, ends byte-identical to the primary.
-#[test]
-fn partial_trims_replicate_identically() {
+/// A primary and two linked replicas: one with the module, one without.
+fn primary_and_replicas() -> (Server, Server, Server) {
     let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = primary.port.to_string();
     let with_module = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
     let without_module = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
     wait_link(&primary, &with_module);
     wait_link(&primary, &without_module);
+    (primary, with_module, without_module)
+}
+
+/// Partial trims remove specific members (replicated as ZREM of those members), so a
+/// replica, with or without the module, ends byte-identical to the primary.
+#[test]
+fn partial_trims_replicate_identically() {
+    let (primary, with_module, without_module) = primary_and_replicas();
 
     let mut c = primary.conn();
     fill(&mut c);
@@ -577,12 +583,7 @@ fn partial_trims_replicate_identically() {
 /// module end byte-identical, the emptied log included.
 #[test]
 fn longer_trims_replicate_identically() {
-    let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let port = primary.port.to_string();
-    let with_module = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
-    let without_module = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
-    wait_link(&primary, &with_module);
-    wait_link(&primary, &without_module);
+    let (primary, with_module, without_module) = primary_and_replicas();
     let mut c = primary.conn();
     let window_us = WINDOW_S * 1_000_000;
     let check = |c: &mut Connection, line: String, reply: (i64, i64), zcard_after: u64| {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw;
 
-use super::key::{Ctx, OwnedString, RString};
+use super::key::{call_command, Ctx, OwnedString, RString};
 
 /// Arguments of one replicated command: borrowed strings (the key, members) and
 /// numbers the module formats.
@@ -187,32 +187,12 @@ pub fn notify(ctx: Ctx, kind: Event, event: &CStr, key: RString) {
 /// lookup at a time, and it replicates and announces itself exactly as the script's
 /// call does.
 pub fn apply_trim(ctx: Ctx, key: RString, max: i64) -> crate::error::Result<()> {
-    use crate::error::Error;
-    // SAFETY: "!scl": a live string, a C string, a long long; the reply is freed here.
-    unsafe {
-        let (Some(call), Some(kind), Some(free)) = (
-            raw::RedisModule_Call,
-            raw::RedisModule_CallReplyType,
-            raw::RedisModule_FreeCallReply,
-        ) else {
-            return Err(Error::Internal("RM_Call is unavailable"));
-        };
-        let reply = call(
-            ctx,
-            c"ZREMRANGEBYSCORE".as_ptr(),
-            c"!scl".as_ptr(),
-            key,
-            c"-inf".as_ptr(),
-            max,
-        );
-        if reply.is_null() {
-            return Err(Error::Internal("ZREMRANGEBYSCORE failed"));
-        }
-        let failed = kind(reply) == raw::REDISMODULE_REPLY_ERROR as c_int;
-        free(reply);
-        if failed {
-            return Err(Error::Internal("ZREMRANGEBYSCORE failed"));
-        }
-    }
-    Ok(())
+    let max = OwnedString::from_i64(ctx, max)?;
+    call_command(
+        ctx,
+        c"ZREMRANGEBYSCORE",
+        c"!sss",
+        [key, word(Word::NegInf), max.ptr],
+        |_| (),
+    )
 }

@@ -4,6 +4,7 @@
 //! re-parsing), which is most of why a native limiter beats a script. It fires no
 //! keyspace events and replicates nothing: `effects` does both explicitly.
 
+use std::ffi::CStr;
 use std::os::raw::c_int;
 use std::ptr;
 
@@ -333,29 +334,45 @@ pub fn zcount_up_to(ctx: Ctx, key: RString, max: u64) -> Result<u64> {
 fn zcount(ctx: Ctx, key: RString, min: &[u8], max: &[u8]) -> Result<u64> {
     let min = OwnedString::new(ctx, min)?;
     let max = OwnedString::new(ctx, max)?;
-    // SAFETY: RM_Call with "sss" takes three live strings; the reply is freed here.
+    let n = call_command(ctx, c"ZCOUNT", c"sss", [key, min.ptr, max.ptr], |reply| {
+        // SAFETY: a live reply.
+        unsafe { raw::RedisModule_CallReplyInteger.map_or(0, |f| f(reply)) }
+    })?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Runs a core command with three string arguments through RM_Call (`format` is "sss",
+/// with "!" first to have Redis replicate it) and lets `read` look at its reply, which
+/// is freed afterwards. An error reply is an error.
+pub fn call_command<T>(
+    ctx: Ctx,
+    command: &CStr,
+    format: &CStr,
+    [a, b, c]: [RString; 3],
+    read: impl FnOnce(*mut raw::RedisModuleCallReply) -> T,
+) -> Result<T> {
+    let failed = Err(Error::Internal("a core command failed"));
+    // SAFETY: the format takes exactly three live strings; the reply is freed here,
+    // after `read`, and not used again.
     unsafe {
-        let (Some(call), Some(integer), Some(free)) = (
+        let (Some(call), Some(kind), Some(free)) = (
             raw::RedisModule_Call,
-            raw::RedisModule_CallReplyInteger,
+            raw::RedisModule_CallReplyType,
             raw::RedisModule_FreeCallReply,
         ) else {
-            return Err(Error::Internal("RM_Call is unavailable"));
+            return failed;
         };
-        let reply = call(
-            ctx,
-            c"ZCOUNT".as_ptr(),
-            c"sss".as_ptr(),
-            key,
-            min.ptr,
-            max.ptr,
-        );
+        let reply = call(ctx, command.as_ptr(), format.as_ptr(), a, b, c);
         if reply.is_null() {
-            return Err(Error::Internal("ZCOUNT failed"));
+            return failed;
         }
-        let n = integer(reply);
+        let result = if kind(reply) == raw::REDISMODULE_REPLY_ERROR as c_int {
+            failed
+        } else {
+            Ok(read(reply))
+        };
         free(reply);
-        Ok(u64::try_from(n).unwrap_or(0))
+        result
     }
 }
 
