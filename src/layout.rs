@@ -41,7 +41,8 @@ pub fn fixed_window_name(start_us: u64, window: Window) -> u64 {
 /// share a microsecond.
 pub fn log_member(now_us: u64, random: [u8; 4]) -> Vec<u8> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut member = now_us.to_string().into_bytes();
+    let mut member = Vec::with_capacity(29);
+    member.extend_from_slice(decimal(now_us, &mut [0; 20]));
     member.push(b':');
     for b in random {
         member.push(HEX[usize::from(b >> 4)]);

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use redis_module::raw;
 
 use super::call::Call;
-use super::key::{bytes, free_string, Ctx, RString};
+use super::key::{free_string, lossy, Ctx, RString};
 use crate::error::{Error, Result};
 
 /// Who is calling, as far as key permissions go. Looked up at most once per call
@@ -78,8 +78,4 @@ pub fn check_key(call: &Call, key: RString, write: bool) -> Result<()> {
     } else {
         Err(Error::NoPermission(lossy(key)))
     }
-}
-
-fn lossy(key: RString) -> String {
-    String::from_utf8_lossy(bytes(key)).into_owned()
 }

@@ -1,6 +1,8 @@
 //! What the module needs to know of Redis Cluster that 7.0's module API does not say.
 
-use super::key::Ctx;
+use redis_module::raw;
+
+use super::key::{call_command, Ctx, OwnedString, Propagate};
 
 /// Whether this node is importing `slot` from another node. `CLUSTER NODES` marks an
 /// importing slot as `[<slot>-<-<node id>]` on the `myself` line. Only consulted when
@@ -17,25 +19,19 @@ pub fn importing(ctx: Ctx, slot: u16) -> bool {
 }
 
 fn cluster_nodes(ctx: Ctx) -> Option<String> {
-    use redis_module::raw;
-    // SAFETY: RM_Call with a static command and argument; the reply is freed here.
-    unsafe {
-        let call = raw::RedisModule_Call?;
-        let string = raw::RedisModule_CallReplyStringPtr?;
-        let free = raw::RedisModule_FreeCallReply?;
-        let reply = call(ctx, c"CLUSTER".as_ptr(), c"c".as_ptr(), c"NODES".as_ptr());
-        if reply.is_null() {
-            return None;
-        }
+    let nodes = OwnedString::new(ctx, b"NODES").ok()?;
+    call_command(ctx, c"CLUSTER", &[nodes.ptr], Propagate::No, |reply| {
         let mut len = 0;
-        let p = string(reply, &mut len);
-        let text = if p.is_null() {
-            None
-        } else {
+        // SAFETY: a live reply; the bytes are copied out before it is freed.
+        unsafe {
+            let p = raw::RedisModule_CallReplyStringPtr?(reply, &mut len);
+            if p.is_null() {
+                return None;
+            }
             let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
             Some(String::from_utf8_lossy(bytes).into_owned())
-        };
-        free(reply);
-        text
-    }
+        }
+    })
+    .ok()
+    .flatten()
 }

@@ -3,8 +3,7 @@
 use super::acl::check_key;
 use super::call::Call;
 use super::effects::{notify, replicate_int, Event};
-use super::key::{Key, Kind, OwnedString};
-use crate::args::parse_counter;
+use super::key::{lossy, Key, Kind, OwnedString};
 use crate::error::{Error, Result};
 
 pub struct Counter {
@@ -14,24 +13,17 @@ pub struct Counter {
 }
 
 impl Counter {
-    pub fn exists(&self) -> bool {
-        self.key.kind() != Kind::Empty
-    }
-}
-
-impl Counter {
     /// Opens `<name>` and reads it; an absent key counts 0.
     pub fn open(call: &Call, name: &[u8], writable: bool) -> Result<Counter> {
         let name = OwnedString::new(call.ctx, name)?;
         check_key(call, name.ptr, writable)?;
         let key = Key::open(call.ctx, name.ptr, writable)?;
-        let value = match key.read_string()? {
-            None => 0,
-            Some(text) => parse_counter(text)
-                .and_then(|n| u64::try_from(n).ok())
-                .ok_or_else(|| Error::NotACounter(lossy(name.ptr)))?,
-        };
+        let value = key.read_counter(name.ptr)?.unwrap_or(0);
         Ok(Counter { name, key, value })
+    }
+
+    pub fn exists(&self) -> bool {
+        self.key.kind() != Kind::Empty
     }
 
     /// Checks that `cost` can be added without overflowing, before anything is written.
@@ -69,10 +61,6 @@ impl Counter {
     }
 }
 
-fn lossy(name: super::key::RString) -> String {
-    String::from_utf8_lossy(super::key::bytes(name)).into_owned()
-}
-
 /// While a slot moves between nodes, Redis sends a call to the importing node as
 /// soon as the base key (which these limiters never write) is missing on the old one,
 /// before the counters have moved. Deciding there would start from zero, so, like
@@ -91,9 +79,7 @@ pub fn check_migration(call: &Call, counters: &[&Counter]) -> Result<()> {
 /// Derived keys must share the base key's slot, which only a hash tag guarantees.
 pub fn check_cluster_key(call: &Call) -> Result<()> {
     if call.in_cluster() && !crate::layout::has_hash_tag(call.key_bytes()) {
-        return Err(Error::NeedsHashTag(
-            String::from_utf8_lossy(call.key_bytes()).into_owned(),
-        ));
+        return Err(Error::NeedsHashTag(lossy(call.key())));
     }
     Ok(())
 }

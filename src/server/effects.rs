@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw;
 
-use super::key::{call_command, Ctx, OwnedString, RString};
+use super::key::{call_command, Ctx, OwnedString, Propagate, RString};
 
 /// Arguments of one replicated command: borrowed strings (the key, members) and
 /// numbers the module formats.
@@ -41,22 +41,7 @@ impl Effect {
     }
 
     pub fn replicate(self, command: &CStr) {
-        if self.args.len() <= 4 {
-            replicate(self.ctx, command, &self.args);
-            return;
-        }
-        // SAFETY: every argument is a live string; "v" passes them as an array.
-        unsafe {
-            if let Some(replicate) = raw::RedisModule_Replicate {
-                replicate(
-                    self.ctx,
-                    command.as_ptr(),
-                    c"v".as_ptr(),
-                    self.args.as_ptr(),
-                    self.args.len(),
-                );
-            }
-        }
+        replicate(self.ctx, command, &self.args);
     }
 }
 
@@ -136,27 +121,28 @@ pub fn replicate_trim(ctx: Ctx, key: RString, max: i64) {
 }
 
 /// `SET <key> <value> PXAT <at>`.
-pub fn replicate_set_pxat(ctx: Ctx, key: RString, value: i64, at_ms: i64) {
-    let (Some(value), Some(at)) = (Number::new(ctx, value), Number::new(ctx, at_ms)) else {
+pub fn replicate_set_pxat(ctx: Ctx, key: RString, value: RString, at_ms: i64) {
+    let Some(at) = Number::new(ctx, at_ms) else {
         return;
     };
-    replicate(ctx, c"SET", &[key, value.ptr(), word(Word::Pxat), at.ptr()]);
+    replicate(ctx, c"SET", &[key, value, word(Word::Pxat), at.ptr()]);
 }
 
-/// One command of two to four arguments, each a live string ("s": referenced, not
-/// copied; "v" would cost Redis a reallocation).
+/// One command. Up to four arguments go as "s" each (referenced, not copied); more
+/// as one "v" array, which costs Redis a reallocation.
 fn replicate(ctx: Ctx, command: &CStr, args: &[RString]) {
     let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
         return;
     };
     let c = command.as_ptr();
-    // SAFETY: each format has as many "s" as strings passed, all live.
+    // SAFETY: each format has as many "s" as strings passed, all live; "v" takes the
+    // array and its length.
     unsafe {
         match *args {
             [a, b] => f(ctx, c, c"ss".as_ptr(), a, b),
             [a, b, d] => f(ctx, c, c"sss".as_ptr(), a, b, d),
             [a, b, d, e] => f(ctx, c, c"ssss".as_ptr(), a, b, d, e),
-            _ => return,
+            _ => f(ctx, c, c"v".as_ptr(), args.as_ptr(), args.len()),
         };
     }
 }
@@ -191,8 +177,8 @@ pub fn apply_trim(ctx: Ctx, key: RString, max: i64) -> crate::error::Result<()> 
     call_command(
         ctx,
         c"ZREMRANGEBYSCORE",
-        c"!sss",
-        [key, word(Word::NegInf), max.ptr],
+        &[key, word(Word::NegInf), max.ptr],
+        Propagate::Yes,
         |_| (),
     )
 }

@@ -2,10 +2,10 @@
 
 use super::call::{Call, Reply, MAX_ARGS};
 use super::effects::{notify, replicate_set_pxat, Event};
-use super::key::Key;
+use super::key::{bytes, Key, OwnedString};
 use crate::algo::ceil_ms;
 use crate::algo::gcra::{decide, ttl_us, Rate};
-use crate::args::{parse_counter, parse_limiter};
+use crate::args::parse_limiter;
 use crate::error::{Error, Result};
 
 pub fn command(call: &Call) -> Result<Reply> {
@@ -18,15 +18,7 @@ pub fn command(call: &Call) -> Result<Reply> {
     }
     let now = a.now.unwrap_or(call.server_now_us);
     let key = Key::open(call.ctx, call.key(), !a.peek)?;
-    let not_a_tat = || Error::NotACounter(String::from_utf8_lossy(call.key_bytes()).into_owned());
-    let tat = match key.read_string()? {
-        None => None,
-        Some(text) => Some(
-            parse_counter(text)
-                .and_then(|n| u64::try_from(n).ok())
-                .ok_or_else(not_a_tat)?,
-        ),
-    };
+    let tat = key.read_counter(call.key())?;
     let rate = Rate {
         limit: a.limit,
         window: a.window,
@@ -37,19 +29,16 @@ pub fn command(call: &Call) -> Result<Reply> {
         return Ok(Reply::Decision(decision));
     }
     let new_tat = new_tat
-        .filter(|&t| i64::try_from(t).is_ok())
+        .and_then(|t| i64::try_from(t).ok())
         .ok_or(Error::TatOverflow)?;
     let at = call.server_now_ms().saturating_add(
-        i64::try_from(ceil_ms(u128::from(ttl_us(new_tat, now)))).unwrap_or(i64::MAX),
+        i64::try_from(ceil_ms(u128::from(ttl_us(new_tat.unsigned_abs(), now)))).unwrap_or(i64::MAX),
     );
-    key.write_string(call.ctx, crate::layout::decimal(new_tat, &mut [0; 20]))?;
+    // One string is both the stored value and the replicated SET's.
+    let value = OwnedString::from_i64(call.ctx, new_tat)?;
+    key.write_string(call.ctx, bytes(value.ptr))?;
     key.expire_at(at)?;
-    replicate_set_pxat(
-        call.ctx,
-        call.key(),
-        i64::try_from(new_tat).unwrap_or(i64::MAX),
-        at,
-    );
+    replicate_set_pxat(call.ctx, call.key(), value.ptr, at);
     notify(call.ctx, Event::String, c"set", call.key());
     notify(call.ctx, Event::Generic, c"expire", call.key());
     Ok(Reply::Decision(decision))

@@ -144,6 +144,18 @@ impl Key {
         }
     }
 
+    /// A string holding a non-negative integer, as INCRBY keeps one (a counter, a
+    /// TAT), or `None` for an empty key. `name` is the key's, for the error.
+    pub fn read_counter(&self, name: RString) -> Result<Option<u64>> {
+        let Some(text) = self.read_string()? else {
+            return Ok(None);
+        };
+        crate::args::parse_counter(text)
+            .and_then(|n| u64::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| Error::NotACounter(lossy(name)))
+    }
+
     /// Replaces a string's value in place, which keeps its TTL (SET would drop it),
     /// or creates the key.
     pub fn write_string(&self, ctx: Ctx, value: &[u8]) -> Result<()> {
@@ -334,25 +346,47 @@ pub fn zcount_up_to(ctx: Ctx, key: RString, max: u64) -> Result<u64> {
 fn zcount(ctx: Ctx, key: RString, min: &[u8], max: &[u8]) -> Result<u64> {
     let min = OwnedString::new(ctx, min)?;
     let max = OwnedString::new(ctx, max)?;
-    let n = call_command(ctx, c"ZCOUNT", c"sss", [key, min.ptr, max.ptr], |reply| {
-        // SAFETY: a live reply.
-        unsafe { raw::RedisModule_CallReplyInteger.map_or(0, |f| f(reply)) }
-    })?;
+    let n = call_command(
+        ctx,
+        c"ZCOUNT",
+        &[key, min.ptr, max.ptr],
+        Propagate::No,
+        |reply| {
+            // SAFETY: a live reply.
+            unsafe { raw::RedisModule_CallReplyInteger.map_or(0, |f| f(reply)) }
+        },
+    )?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// Runs a core command with three string arguments through RM_Call (`format` is "sss",
-/// with "!" first to have Redis replicate it) and lets `read` look at its reply, which
-/// is freed afterwards. An error reply is an error.
+/// Whether Redis itself replicates a command the module runs (RM_Call's "!").
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Propagate {
+    Yes,
+    No,
+}
+
+/// Runs a core command with one to three string arguments through RM_Call and lets
+/// `read` look at its reply, which is freed afterwards. An error reply is an error.
 pub fn call_command<T>(
     ctx: Ctx,
     command: &CStr,
-    format: &CStr,
-    [a, b, c]: [RString; 3],
+    args: &[RString],
+    propagate: Propagate,
     read: impl FnOnce(*mut raw::RedisModuleCallReply) -> T,
 ) -> Result<T> {
     let failed = Err(Error::Internal("a core command failed"));
-    // SAFETY: the format takes exactly three live strings; the reply is freed here,
+    let format = match (args.len(), propagate) {
+        (1, Propagate::No) => c"s",
+        (2, Propagate::No) => c"ss",
+        (3, Propagate::No) => c"sss",
+        (1, Propagate::Yes) => c"!s",
+        (2, Propagate::Yes) => c"!ss",
+        (3, Propagate::Yes) => c"!sss",
+        _ => return failed,
+    };
+    let c = command.as_ptr();
+    // SAFETY: the format has one "s" per live string passed; the reply is freed here,
     // after `read`, and not used again.
     unsafe {
         let (Some(call), Some(kind), Some(free)) = (
@@ -362,7 +396,12 @@ pub fn call_command<T>(
         ) else {
             return failed;
         };
-        let reply = call(ctx, command.as_ptr(), format.as_ptr(), a, b, c);
+        let reply = match *args {
+            [a] => call(ctx, c, format.as_ptr(), a),
+            [a, b] => call(ctx, c, format.as_ptr(), a, b),
+            [a, b, d] => call(ctx, c, format.as_ptr(), a, b, d),
+            _ => return failed,
+        };
         if reply.is_null() {
             return failed;
         }
@@ -374,6 +413,11 @@ pub fn call_command<T>(
         free(reply);
         result
     }
+}
+
+/// A key name (or any string) for an error message.
+pub fn lossy(s: RString) -> String {
+    String::from_utf8_lossy(bytes(s)).into_owned()
 }
 
 /// Frees a string the module was handed ownership of (range iterator elements).
