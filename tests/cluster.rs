@@ -17,7 +17,6 @@ mod common;
 use common::*;
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::TcpListener;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -32,13 +31,6 @@ const NOW: u64 = T0;
 
 fn cli_binary() -> String {
     std::env::var("RL_CLI").unwrap_or_else(|_| "redis-cli".into())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port")
 }
 
 // ---------------------------------------------------------------------------------

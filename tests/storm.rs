@@ -15,6 +15,7 @@
 //! and the command. RL_STORM_COMMANDS=<n> changes the storm's size (tools/memcheck.sh
 //! runs 5,000 under valgrind); RL_STORM_BATCH=1 sends one command at a time.
 mod common;
+use common::workload::Algo;
 use common::*;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -44,25 +45,6 @@ const COMMANDS: [&str; 5] = [
 
 // ---------------------------------------------------------------------------------
 // The tracked limiters and their model
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Algo {
-    Log,
-    Count,
-    Fixed,
-    Gcra,
-}
-
-impl Algo {
-    fn command(self) -> &'static str {
-        match self {
-            Algo::Log => "RL.SLIDELOG",
-            Algo::Count => "RL.SLIDECOUNT",
-            Algo::Fixed => "RL.FIXED",
-            Algo::Gcra => "RL.GCRA",
-        }
-    }
-}
 
 struct Tracked {
     algo: Algo,
@@ -98,15 +80,9 @@ impl Tracked {
                 ],
             )
         };
-        let tag = match algo {
-            Algo::Log => "log",
-            Algo::Count => "cnt",
-            Algo::Fixed => "fix",
-            Algo::Gcra => "gcra",
-        };
         Tracked {
             algo,
-            key: format!("trk:{tag}:{n}"),
+            key: format!("trk:{}:{n}", algo.tag()),
             limit,
             window_us,
             spellings,

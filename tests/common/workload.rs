@@ -47,7 +47,7 @@ pub enum Algo {
 impl Algo {
     const ALL: [Algo; 4] = [Algo::Log, Algo::Count, Algo::Fixed, Algo::Gcra];
 
-    fn command(self) -> &'static str {
+    pub fn command(self) -> &'static str {
         match self {
             Algo::Log => "RL.SLIDELOG",
             Algo::Count => "RL.SLIDECOUNT",
@@ -56,7 +56,7 @@ impl Algo {
         }
     }
 
-    fn tag(self) -> &'static str {
+    pub fn tag(self) -> &'static str {
         match self {
             Algo::Log => "log",
             Algo::Count => "cnt",
