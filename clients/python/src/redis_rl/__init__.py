@@ -1,0 +1,29 @@
+"""Python client kit for the redis-rl module (native rate-limiter commands)."""
+
+from .cache import DenyCache, PseudonymCache
+from .client import (
+    AsyncRateLimiter,
+    FailurePolicy,
+    LimiterUnavailable,
+    RateLimiter,
+)
+from .connect import connect, connect_async
+from .headers import ratelimit_headers
+from .limits import Decision, Limit
+from .middleware import RateLimitMiddleware, WSGIRateLimitMiddleware
+
+__all__ = [
+    "AsyncRateLimiter",
+    "Decision",
+    "DenyCache",
+    "FailurePolicy",
+    "Limit",
+    "LimiterUnavailable",
+    "PseudonymCache",
+    "RateLimitMiddleware",
+    "RateLimiter",
+    "WSGIRateLimitMiddleware",
+    "connect",
+    "connect_async",
+    "ratelimit_headers",
+]

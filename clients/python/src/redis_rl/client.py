@@ -1,0 +1,327 @@
+"""The limiter: typed calls, failure policy, cluster routing, the deny cache."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import redis
+import redis.asyncio
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
+
+from . import limits as wire
+from .cache import DenyCache
+from .limits import Decision, Limit, Mode
+
+logger = logging.getLogger("redis_rl")
+
+SyncClient = Union[redis.Redis, RedisCluster]
+AsyncClient = Union[redis.asyncio.Redis, AsyncRedisCluster]
+Clock = Callable[[], int]
+"""Unix time in microseconds."""
+FailureHandler = Callable[[BaseException, Sequence[Any]], None]
+"""Called with the error and the command that failed."""
+
+Costs = Union[int, Sequence[int]]
+
+
+class FailurePolicy(enum.Enum):
+    """What a check answers when Redis cannot: admit (OPEN) or refuse (CLOSED).
+
+    There is no default on purpose: a limiter that fails open by accident is an
+    outage waiting for a flood, one that fails closed by accident turns a Redis
+    blip into one.
+    """
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class LimiterUnavailable(Exception):
+    """Raised by `pseudonym()` when Redis cannot answer; `decision` is what the
+    failure policy decided for the request that needed it (already reported)."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(f"redis-rl unavailable: {decision.error}")
+        self.decision = decision
+
+
+def _log_failure(policy: FailurePolicy) -> FailureHandler:
+    def report(error: BaseException, command: Sequence[Any]) -> None:
+        logger.warning(
+            "redis-rl: %s failed, failing %s: %s: %s",
+            command[0] if command else "command",
+            policy.value,
+            type(error).__name__,
+            error,
+        )
+
+    return report
+
+
+def _wall_clock_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _monotonic_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One command to send, and what is needed to read its answer."""
+
+    args: List[Any]
+    limits: Tuple[Limit, ...]
+    costs: Tuple[int, ...]
+    mode: Mode
+    many: bool  # RL.ALL
+    instant: int  # on the deny cache's timeline
+
+    @property
+    def entry(self) -> Tuple[Tuple[Limit, ...], Tuple[int, ...], bool]:
+        return (self.limits, self.costs, self.many)
+
+
+class _Core:
+    """Everything but the I/O, shared by the sync and the asyncio limiter."""
+
+    def __init__(
+        self,
+        *,
+        failure: FailurePolicy,
+        on_failure: Optional[FailureHandler] = None,
+        clock: Optional[Clock] = None,
+        deny_cache: Union[DenyCache, bool] = False,
+    ) -> None:
+        if not isinstance(failure, FailurePolicy):
+            raise TypeError("failure must be FailurePolicy.OPEN or FailurePolicy.CLOSED")
+        self.failure = failure
+        self.on_failure = on_failure or _log_failure(failure)
+        self.clock = clock
+        if deny_cache is True:
+            deny_cache = DenyCache()
+        self.deny_cache: Optional[DenyCache] = deny_cache or None
+
+    def now_us(self) -> int:
+        """The wall-clock time this limiter works with (the injected clock, if any)."""
+        return self.clock() if self.clock else _wall_clock_us()
+
+    def _plan(self, limits: Sequence[Limit], costs: Costs, mode: Mode, many: bool) -> _Call:
+        limits = tuple(limits)
+        if not limits:
+            raise ValueError("at least one limit")
+        cost_list = (costs,) * len(limits) if isinstance(costs, int) else tuple(costs)
+        if len(cost_list) != len(limits):
+            raise ValueError("one cost per limit")
+        # With an injected clock its time goes to the server as NOW, so the deny
+        # cache and the module share one timeline. Without one the server's clock
+        # decides, and the cache uses the monotonic clock read *before* sending:
+        # the server decides no earlier, so the cached denial expires no later
+        # than the real one, whatever the clocks' offset.
+        now = self.clock() if self.clock else None
+        instant = now if now is not None else _monotonic_us()
+        if many:
+            args = wire.all_command(limits, cost_list, mode, now)
+        else:
+            args = wire.command(limits[0], cost_list[0], mode, now)
+        return _Call(args, limits, cost_list, mode, many, instant)
+
+    def _cached(self, call: _Call) -> Optional[Decision]:
+        if self.deny_cache is None:
+            return None
+        if call.mode in ("refund", "reset"):
+            self.deny_cache.forget(call.limits)
+            return None
+        return self.deny_cache.lookup(call.entry, call.instant)
+
+    def _finish(self, call: _Call, reply: Any) -> Decision:
+        if isinstance(reply, BaseException):
+            return self._fail(reply, call.args)
+        try:
+            if call.many:
+                decision = wire.parse_all(reply, call.limits)
+            else:
+                decision = wire.parse(reply, call.limits[0])
+        except (TypeError, ValueError, IndexError) as exc:
+            return self._fail(exc, call.args)
+        if self.deny_cache is not None and call.mode in ("spend", "peek"):
+            self.deny_cache.remember(call.entry, call.instant, decision)
+        return decision
+
+    def _fail(self, error: BaseException, args: Sequence[Any]) -> Decision:
+        try:
+            self.on_failure(error, args)
+        except Exception:  # a broken reporter must not take the request down with it
+            logger.exception("redis-rl: the on_failure handler raised")
+        return Decision(
+            allowed=self.failure is FailurePolicy.OPEN,
+            remaining=0,
+            retry_after_ms=0,
+            reset_after_ms=0,
+            error=error,
+        )
+
+    def _pseudonym_args(self, identity: str, scope: Optional[str], prefix6: Optional[int]) -> List[Any]:
+        args: List[Any] = ["RL.PSEUDONYM", identity]
+        if scope is not None:
+            args.append(scope)
+        if prefix6 is not None:
+            args += ["PREFIX6", prefix6]
+        # Always NOW: the UTC day is then the caller's, which is what per-day caches key on.
+        return args + ["NOW", self.now_us()]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# Cluster routing. redis-py learns key positions from COMMAND, which covers the
+# single commands (key at 1), but RL.ALL's keys move, so redis-py would ask
+# COMMAND GETKEYS on every call, and RL.PSEUDONYM has no key, so it refuses to
+# send it at all. We always know the key, so every call names its node:
+# `target_nodes` is public API, works the same in the sync and asyncio clients
+# and their pipelines, and redis-py still follows a MOVED if the slot map is stale.
+
+
+def _route(client: Any, key: Optional[str]) -> Dict[str, Any]:
+    if not isinstance(client, (RedisCluster, AsyncRedisCluster)):
+        return {}
+    node = client.get_default_node() if key is None else client.get_node_from_key(key)
+    return {"target_nodes": node}
+
+
+class RateLimiter(_Core):
+    """Rate-limit checks on a `redis.Redis` or `redis.cluster.RedisCluster`.
+
+    `failure` is required: FailurePolicy.OPEN admits and FailurePolicy.CLOSED
+    refuses when Redis cannot decide (refused or lost connection, timeout, any
+    error reply), after reporting the error to `on_failure` (default: a warning
+    on the `redis_rl` logger). `clock` (unix µs) is sent as NOW on every call;
+    leave it out to let the server's clock decide. `deny_cache=True` answers
+    repeated denials in-process until their retry time.
+    """
+
+    def __init__(self, client: SyncClient, **options: Any) -> None:
+        super().__init__(**options)
+        self.client = client
+
+    def check(self, limit: Limit, cost: int = 1, mode: Mode = "spend") -> Decision:
+        return self._run(self._plan((limit,), cost, mode, many=False))
+
+    def peek(self, limit: Limit, cost: int = 1) -> Decision:
+        return self.check(limit, cost, "peek")
+
+    def refund(self, limit: Limit, cost: int = 1) -> Decision:
+        return self.check(limit, cost, "refund")
+
+    def reset(self, limit: Limit) -> Decision:
+        return self.check(limit, 1, "reset")
+
+    def check_all(self, limits: Sequence[Limit], cost: Costs = 1, mode: Mode = "spend") -> Decision:
+        """RL.ALL: admitted only if every limit admits; then all spend, else none.
+        `cost` is one for all limits or one per limit."""
+        return self._run(self._plan(limits, cost, mode, many=True))
+
+    def check_many(self, limits: Sequence[Limit], cost: int = 1, mode: Mode = "spend") -> List[Decision]:
+        """Independent checks (not all-or-nothing) in one pipelined round trip."""
+        calls = [self._plan((limit,), cost, mode, many=False) for limit in limits]
+        decisions: List[Optional[Decision]] = [self._cached(call) for call in calls]
+        todo = [i for i, d in enumerate(decisions) if d is None]
+        if todo:
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                for i in todo:
+                    pipe.execute_command(*calls[i].args, **_route(self.client, calls[i].limits[0].key))
+                replies = pipe.execute(raise_on_error=False)
+            except Exception as exc:
+                replies = [exc] * len(todo)
+            for i, reply in zip(todo, replies):
+                decisions[i] = self._finish(calls[i], reply)
+        return [d for d in decisions if d is not None]
+
+    def pseudonym(self, identity: str, scope: Optional[str] = None, *, prefix6: Optional[int] = None) -> str:
+        """RL.PSEUDONYM: a daily-rotating pseudonym, so no raw IP becomes a key."""
+        args = self._pseudonym_args(identity, scope, prefix6)
+        try:
+            return _text(self.client.execute_command(*args, **_route(self.client, None)))
+        except Exception as exc:
+            raise LimiterUnavailable(self._fail(exc, args)) from exc
+
+    def _run(self, call: _Call) -> Decision:
+        hit = self._cached(call)
+        if hit is not None:
+            return hit
+        try:
+            reply = self.client.execute_command(*call.args, **_route(self.client, call.limits[0].key))
+        except Exception as exc:
+            return self._fail(exc, call.args)
+        return self._finish(call, reply)
+
+
+class AsyncRateLimiter(_Core):
+    """`RateLimiter` for `redis.asyncio.Redis` and `redis.asyncio.cluster.RedisCluster`."""
+
+    def __init__(self, client: AsyncClient, **options: Any) -> None:
+        super().__init__(**options)
+        self.client = client
+
+    async def check(self, limit: Limit, cost: int = 1, mode: Mode = "spend") -> Decision:
+        return await self._run(self._plan((limit,), cost, mode, many=False))
+
+    async def peek(self, limit: Limit, cost: int = 1) -> Decision:
+        return await self.check(limit, cost, "peek")
+
+    async def refund(self, limit: Limit, cost: int = 1) -> Decision:
+        return await self.check(limit, cost, "refund")
+
+    async def reset(self, limit: Limit) -> Decision:
+        return await self.check(limit, 1, "reset")
+
+    async def check_all(self, limits: Sequence[Limit], cost: Costs = 1, mode: Mode = "spend") -> Decision:
+        return await self._run(self._plan(limits, cost, mode, many=True))
+
+    async def check_many(self, limits: Sequence[Limit], cost: int = 1, mode: Mode = "spend") -> List[Decision]:
+        calls = [self._plan((limit,), cost, mode, many=False) for limit in limits]
+        decisions: List[Optional[Decision]] = [self._cached(call) for call in calls]
+        todo = [i for i, d in enumerate(decisions) if d is None]
+        if todo:
+            try:
+                await self._ready()
+                pipe = self.client.pipeline(transaction=False)
+                for i in todo:
+                    pipe.execute_command(*calls[i].args, **_route(self.client, calls[i].limits[0].key))
+                replies = await pipe.execute(raise_on_error=False)
+            except Exception as exc:
+                replies = [exc] * len(todo)
+            for i, reply in zip(todo, replies):
+                decisions[i] = self._finish(calls[i], reply)
+        return [d for d in decisions if d is not None]
+
+    async def pseudonym(self, identity: str, scope: Optional[str] = None, *, prefix6: Optional[int] = None) -> str:
+        args = self._pseudonym_args(identity, scope, prefix6)
+        try:
+            await self._ready()
+            return _text(await self.client.execute_command(*args, **_route(self.client, None)))
+        except Exception as exc:
+            raise LimiterUnavailable(self._fail(exc, args)) from exc
+
+    async def _ready(self) -> None:
+        # The asyncio cluster client learns its slot map lazily; routing needs it first.
+        if isinstance(self.client, AsyncRedisCluster):
+            await self.client.initialize()
+
+    async def _run(self, call: _Call) -> Decision:
+        hit = self._cached(call)
+        if hit is not None:
+            return hit
+        try:
+            await self._ready()
+            reply = await self.client.execute_command(*call.args, **_route(self.client, call.limits[0].key))
+        except Exception as exc:
+            return self._fail(exc, call.args)
+        return self._finish(call, reply)

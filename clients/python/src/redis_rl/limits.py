@@ -1,0 +1,191 @@
+"""Limits, decisions, and the wire format of the module's commands.
+
+Nothing here talks to Redis: the module decides, this file only spells the
+command and reads the reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
+
+Algorithm = Literal["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA"]
+ALGORITHMS: Tuple[str, ...] = ("SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA")
+
+Mode = Literal["spend", "peek", "refund", "reset"]
+_MODE_WORD = {"spend": None, "peek": "PEEK", "refund": "REFUND", "reset": "RESET"}
+
+# An int is seconds, as in the module's own `60`; a string is passed through the
+# module's syntax (`60s`, `1500ms`).
+Window = Union[int, str, timedelta]
+
+
+def window_ms(window: Window) -> int:
+    """A window as whole milliseconds (the module's resolution for windows)."""
+    if isinstance(window, bool):
+        raise TypeError("window must be seconds, '60s', '1500ms' or a timedelta")
+    if isinstance(window, timedelta):
+        ms, rest = divmod(window, timedelta(milliseconds=1))
+        if rest:
+            raise ValueError(f"window {window} is not a whole number of milliseconds")
+    elif isinstance(window, int):
+        ms = window * 1000
+    elif isinstance(window, str):
+        text = window.strip().lower()
+        if text.endswith("ms"):
+            ms = int(text[:-2])
+        elif text.endswith("s"):
+            ms = int(text[:-1]) * 1000
+        else:
+            ms = int(text) * 1000
+    else:
+        raise TypeError("window must be seconds, '60s', '1500ms' or a timedelta")
+    if ms <= 0:
+        raise ValueError("window must be positive")
+    return ms
+
+
+def ceil_seconds(ms: int) -> int:
+    """Milliseconds to whole seconds, rounded up (a client that waits less is refused)."""
+    return -(-ms // 1000)
+
+
+def _header_safe(name: str) -> bool:
+    # The name becomes a Structured Field string in RateLimit headers, which only
+    # carries printable ASCII.
+    return bool(name) and all(" " <= ch <= "~" for ch in name)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limiter: what the module needs to decide, plus a name for the headers.
+
+    The module's reply carries neither the limit nor the window, so they live here.
+    """
+
+    name: str
+    algorithm: Algorithm
+    key: str
+    limit: int
+    window_ms: int
+    burst: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, not {self.algorithm!r}")
+        if self.burst is not None and self.algorithm != "GCRA":
+            raise ValueError("burst is a GCRA option")
+        if not _header_safe(self.name):
+            raise ValueError("name must be non-empty printable ASCII (it goes into headers)")
+
+    @classmethod
+    def fixed(cls, name: str, key: str, limit: int, window: Window) -> Limit:
+        return cls(name, "FIXED", key, limit, window_ms(window))
+
+    @classmethod
+    def slidelog(cls, name: str, key: str, limit: int, window: Window) -> Limit:
+        return cls(name, "SLIDELOG", key, limit, window_ms(window))
+
+    @classmethod
+    def slidecount(cls, name: str, key: str, limit: int, window: Window) -> Limit:
+        return cls(name, "SLIDECOUNT", key, limit, window_ms(window))
+
+    @classmethod
+    def gcra(
+        cls, name: str, key: str, limit: int, window: Window, burst: Optional[int] = None
+    ) -> Limit:
+        return cls(name, "GCRA", key, limit, window_ms(window), burst)
+
+    def with_key(self, key: str) -> Limit:
+        return replace(self, key=key)
+
+    @property
+    def window_arg(self) -> str:
+        # Whole seconds go as seconds so the module names FIXED's window key in
+        # seconds, like the Lua scripts do.
+        ms = self.window_ms
+        return str(ms // 1000) if ms % 1000 == 0 else f"{ms}ms"
+
+    def spec(self, cost: int) -> List[Any]:
+        """`<key> <limit> <window> [BURST b] [COST n]`, shared by single calls and RL.ALL."""
+        args: List[Any] = [self.key, self.limit, self.window_arg]
+        if self.burst is not None:
+            args += ["BURST", self.burst]
+        if cost != 1:
+            args += ["COST", cost]
+        return args
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the module answered, or what the failure policy decided instead.
+
+    `retry_after_ms` is signed: -1 means this request can never be admitted (its
+    cost is above the limit or the burst). `error` is set when Redis could not
+    decide; the numbers then carry no information and no headers are produced.
+    """
+
+    allowed: bool
+    remaining: int
+    retry_after_ms: int
+    reset_after_ms: int
+    limit: Optional[Limit] = None
+    parts: Tuple[Decision, ...] = ()
+    error: Optional[BaseException] = None
+    cached: bool = False
+
+    @property
+    def never(self) -> bool:
+        """Denied, and waiting will not help."""
+        return not self.allowed and self.retry_after_ms < 0
+
+    @property
+    def retry_after(self) -> Optional[int]:
+        """Seconds to wait, rounded up; 0 when allowed; None when it never passes."""
+        return None if self.never else ceil_seconds(max(self.retry_after_ms, 0))
+
+    @property
+    def reset_after(self) -> int:
+        """Seconds until the full budget is back, rounded up."""
+        return ceil_seconds(self.reset_after_ms)
+
+
+def command(limit: Limit, cost: int, mode: Mode, now_us: Optional[int]) -> List[Any]:
+    return [f"RL.{limit.algorithm}", *limit.spec(cost), *_tail(mode, now_us)]
+
+
+def all_command(
+    limits: Sequence[Limit], costs: Sequence[int], mode: Mode, now_us: Optional[int]
+) -> List[Any]:
+    args: List[Any] = ["RL.ALL", len(limits)]
+    for limit, cost in zip(limits, costs):
+        args += [limit.algorithm, *limit.spec(cost)]
+    return args + _tail(mode, now_us)
+
+
+def _tail(mode: Mode, now_us: Optional[int]) -> List[Any]:
+    if mode not in _MODE_WORD:
+        raise ValueError(f"mode must be one of {tuple(_MODE_WORD)}, not {mode!r}")
+    args: List[Any] = []
+    if now_us is not None:
+        args += ["NOW", now_us]
+    word = _MODE_WORD[mode]
+    if word:
+        args.append(word)
+    return args
+
+
+def parse(reply: Sequence[Any], limit: Limit) -> Decision:
+    allowed, remaining, retry, reset = (int(x) for x in reply[:4])
+    if allowed not in (0, 1):
+        raise ValueError(f"unexpected reply {reply!r}")
+    return Decision(bool(allowed), remaining, retry, reset, limit=limit)
+
+
+def parse_all(reply: Sequence[Any], limits: Sequence[Limit]) -> Decision:
+    if len(reply) != 5 or len(reply[4]) != len(limits):
+        raise ValueError(f"unexpected RL.ALL reply {reply!r}")
+    parts = tuple(parse(part, limit) for part, limit in zip(reply[4], limits))
+    aggregate = parse(reply[:4], limits[0])
+    return replace(aggregate, limit=None, parts=parts)
