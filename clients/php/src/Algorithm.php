@@ -1,0 +1,19 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl;
+
+/** The module's limiters; the value is both the command suffix and RL.ALL's algo word. */
+enum Algorithm: string
+{
+    case SlideLog = 'SLIDELOG';
+    case SlideCount = 'SLIDECOUNT';
+    case Fixed = 'FIXED';
+    case Gcra = 'GCRA';
+
+    public function command(): string
+    {
+        return 'RL.' . $this->value;
+    }
+}

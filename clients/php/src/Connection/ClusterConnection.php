@@ -1,0 +1,80 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl\Connection;
+
+use RedisCluster;
+use RedisClusterException;
+use RedisException;
+use RedisRl\RedisFailure;
+
+/**
+ * A Redis Cluster through phpredis's RedisCluster. Every keyed command is sent with its
+ * key as rawCommand's routing argument, which is what lets phpredis pick the node that
+ * owns the slot (without it, each call would go anywhere and come back MOVED).
+ */
+final class ClusterConnection implements Connection
+{
+    private ?RedisCluster $cluster = null;
+    private bool $owned = true;
+
+    /**
+     * @param list<string> $seeds "host:port" of some of the nodes
+     * @param string|list<string>|null $auth a password, or [user, password]
+     */
+    public function __construct(
+        private readonly array $seeds,
+        private readonly float $connectTimeout = 0.2,
+        private readonly float $readTimeout = 0.2,
+        private readonly string|array|null $auth = null,
+    ) {
+    }
+
+    /** Uses a client the application already has; its own timeouts apply. */
+    public static function using(RedisCluster $cluster): self
+    {
+        $connection = new self([]);
+        $connection->cluster = $cluster;
+        $connection->owned = false;
+
+        return $connection;
+    }
+
+    public function command(?string $route, string ...$args): mixed
+    {
+        try {
+            $cluster = $this->cluster ??= new RedisCluster(
+                null,
+                $this->seeds,
+                $this->connectTimeout,
+                $this->readTimeout,
+                false,
+                $this->auth,
+            );
+            $cluster->clearLastError();
+            // A keyless command (RL.PSEUDONYM) runs on any primary; spread them.
+            $target = $route ?? $this->anyPrimary($cluster);
+            $reply = $cluster->rawCommand($target, ...$args);
+        } catch (RedisClusterException | RedisException $e) {
+            // Start over from the seeds: the slot map or a socket may be what broke.
+            if ($this->owned) {
+                $this->cluster = null;
+            }
+            throw RedisFailure::unavailable('cluster: ' . $e->getMessage(), $e);
+        }
+        if ($reply === false) {
+            throw RedisFailure::fromErrorReply($cluster->getLastError() ?? 'error reply without a message');
+        }
+
+        return $reply;
+    }
+
+    /** @return array{0:string,1:int} */
+    private function anyPrimary(RedisCluster $cluster): array
+    {
+        $primaries = $cluster->_masters();
+
+        return $primaries[array_rand($primaries)];
+    }
+}

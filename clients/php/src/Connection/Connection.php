@@ -1,0 +1,18 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl\Connection;
+
+use RedisRl\RedisFailure;
+
+interface Connection
+{
+    /**
+     * Sends one command and returns its reply.
+     *
+     * @param ?string $route a key of the command, for cluster routing; null for a keyless command
+     * @throws RedisFailure for every way the call can fail, error replies included
+     */
+    public function command(?string $route, string ...$args): mixed;
+}

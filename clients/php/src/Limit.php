@@ -1,0 +1,108 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl;
+
+use InvalidArgumentException;
+
+/**
+ * One limit: what the server needs to decide (algorithm, key, limit, window, burst,
+ * cost) plus what it does not return but headers need (a name, the limit, the window).
+ */
+final readonly class Limit
+{
+    private function __construct(
+        public string $name,
+        public Algorithm $algorithm,
+        public string $key,
+        public int $limit,
+        public int $windowMs,
+        public ?int $burst = null,
+        public int $cost = 1,
+    ) {
+        if ($name === '' || preg_match('/^[\x20-\x7e]+$/', $name) !== 1) {
+            // The name goes into a structured-field string, which is printable ASCII.
+            throw new InvalidArgumentException("limit name must be printable ASCII, got '{$name}'");
+        }
+    }
+
+    /** Exact sliding-window log (a sorted set at $key). */
+    public static function slideLog(string $name, string $key, int $limit, int|string $window): self
+    {
+        return new self($name, Algorithm::SlideLog, $key, $limit, self::windowMs($window));
+    }
+
+    /** Approximate sliding window on two counters `<key>:<i>`; cluster keys need a {hash tag}. */
+    public static function slideCount(string $name, string $key, int $limit, int|string $window): self
+    {
+        return new self($name, Algorithm::SlideCount, $key, $limit, self::windowMs($window));
+    }
+
+    /** Fixed window counter `<key>:<start>`; cluster keys need a {hash tag}. */
+    public static function fixed(string $name, string $key, int $limit, int|string $window): self
+    {
+        return new self($name, Algorithm::Fixed, $key, $limit, self::windowMs($window));
+    }
+
+    /** Smooth limiting: $limit per $window on average, up to $burst at once (default $limit). */
+    public static function gcra(string $name, string $key, int $limit, int|string $window, ?int $burst = null): self
+    {
+        return new self($name, Algorithm::Gcra, $key, $limit, self::windowMs($window), $burst);
+    }
+
+    /** The same limit for a request that spends $cost units (tokens, bytes, ...). */
+    public function withCost(int $cost): self
+    {
+        return new self($this->name, $this->algorithm, $this->key, $this->limit, $this->windowMs, $this->burst, $cost);
+    }
+
+    /**
+     * The same limit for one caller: `{id}` in the key becomes `{<identity>}`, so all of
+     * a caller's limiter keys share a hash tag and RL.ALL over them works in a cluster.
+     */
+    public function forIdentity(string $identity): self
+    {
+        if (!str_contains($this->key, '{id}')) {
+            throw new InvalidArgumentException("key '{$this->key}' has no {id} placeholder");
+        }
+        $key = str_replace('{id}', '{' . $identity . '}', $this->key);
+
+        return new self($this->name, $this->algorithm, $key, $this->limit, $this->windowMs, $this->burst, $this->cost);
+    }
+
+    /** @return list<string> `<key> <limit> <window> [BURST b] [COST n]` */
+    public function arguments(): array
+    {
+        $args = [$this->key, (string) $this->limit, $this->windowArgument()];
+        if ($this->burst !== null) {
+            $args[] = 'BURST';
+            $args[] = (string) $this->burst;
+        }
+        if ($this->cost !== 1) {
+            $args[] = 'COST';
+            $args[] = (string) $this->cost;
+        }
+
+        return $args;
+    }
+
+    /** Whole seconds when exact, as RL.FIXED names its counter by seconds then. */
+    private function windowArgument(): string
+    {
+        return $this->windowMs % 1000 === 0 ? ($this->windowMs / 1000) . 's' : $this->windowMs . 'ms';
+    }
+
+    /** Accepts what the module accepts: seconds as an int, or "60", "60s", "1500ms". */
+    private static function windowMs(int|string $window): int
+    {
+        if (is_int($window)) {
+            $window = (string) $window;
+        }
+        if (preg_match('/^([1-9][0-9]{0,14})(s|ms)?$/i', $window, $m) !== 1) {
+            throw new InvalidArgumentException("window must be seconds or '<n>s' or '<n>ms', got '{$window}'");
+        }
+
+        return strtolower($m[2] ?? 's') === 'ms' ? (int) $m[1] : (int) $m[1] * 1000;
+    }
+}

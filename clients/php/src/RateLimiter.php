@@ -1,0 +1,199 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl;
+
+use Closure;
+use InvalidArgumentException;
+use Psr\Log\LoggerInterface;
+use RedisRl\Connection\Connection;
+
+/**
+ * The module's commands as typed calls. Every decision comes from the server (or, opt-in,
+ * from a denial the server gave that the deny cache repeats); the kit limits nothing itself.
+ *
+ * One limit is sent as its own command (RL.FIXED, RL.GCRA, ...); several as one RL.ALL,
+ * admitted only if every limit admits it, spending nothing otherwise.
+ */
+final class RateLimiter
+{
+    /** @var Closure(string, string, array<string, mixed>): void */
+    private readonly Closure $log;
+
+    /**
+     * @param LoggerInterface|Closure(string $level, string $message, array<string, mixed> $context): void|null $logger
+     *        where failures go; null writes them with error_log(), never nowhere
+     * @param ?Clock $clock null: the server's clock decides; a Clock: its time is sent as NOW
+     */
+    public function __construct(
+        private readonly Connection $redis,
+        private readonly FailurePolicy $onFailure,
+        LoggerInterface|Closure|null $logger = null,
+        private readonly ?Clock $clock = null,
+        private readonly ?DenyCache $denyCache = null,
+        private readonly int $closedRetryAfterMs = 1000,
+    ) {
+        $this->log = match (true) {
+            $logger instanceof LoggerInterface => $logger->log(...),
+            $logger instanceof Closure => $logger,
+            default => static function (string $level, string $message, array $context): void {
+                error_log("[{$level}] " . str_replace('{error}', (string) $context['error'], $message));
+            },
+        };
+    }
+
+    public function hit(Limit ...$limits): Decision
+    {
+        return $this->decide(array_values($limits), Mode::Hit);
+    }
+
+    public function peek(Limit ...$limits): Decision
+    {
+        return $this->decide(array_values($limits), Mode::Peek);
+    }
+
+    public function refund(Limit ...$limits): Decision
+    {
+        return $this->decide(array_values($limits), Mode::Refund);
+    }
+
+    public function reset(Limit ...$limits): Decision
+    {
+        return $this->decide(array_values($limits), Mode::Reset);
+    }
+
+    /**
+     * @param list<Limit> $limits
+     * @throws RedisFailure of kind Misuse: the server refused the call itself
+     */
+    public function decide(array $limits, Mode $mode): Decision
+    {
+        if ($limits === []) {
+            throw new InvalidArgumentException('at least one limit is needed');
+        }
+        $now = $this->now();
+        $args = count($limits) === 1
+            ? [$limits[0]->algorithm->command(), ...$limits[0]->arguments()]
+            : ['RL.ALL', (string) count($limits), ...array_merge(...array_map(
+                static fn (Limit $l) => [$l->algorithm->value, ...$l->arguments()],
+                $limits,
+            ))];
+        $signature = implode("\0", $args);
+
+        if ($mode === Mode::Hit && ($cached = $this->denyCache?->lookup($signature, $now)) !== null) {
+            return $cached;
+        }
+        if ($mode === Mode::Refund || $mode === Mode::Reset) {
+            $this->denyCache?->clear();
+        }
+        if ($this->clock !== null) {
+            array_push($args, 'NOW', (string) $now);
+        }
+        if ($mode->option() !== null) {
+            $args[] = $mode->option();
+        }
+
+        try {
+            // RL.ALL's keys share one slot (the server insists), so the first routes it.
+            $decision = $this->parse($limits, $this->redis->command($limits[0]->key, ...$args));
+        } catch (RedisFailure $failure) {
+            return $this->failed($failure);
+        }
+        if ($mode === Mode::Hit) {
+            $this->denyCache?->remember($signature, $decision, $now);
+        }
+
+        return $decision;
+    }
+
+    /**
+     * RL.PSEUDONYM: the daily-rotating pseudonym of an identity (an IP address is first
+     * canonicalised), as the seed's rateLimitIdentity() computes it.
+     *
+     * @return ?string null when Redis could not answer (reported to the logger)
+     * @throws RedisFailure of kind Misuse
+     */
+    public function pseudonym(string $identity, ?string $scope = null, ?int $prefix6 = null): ?string
+    {
+        $args = ['RL.PSEUDONYM', $identity];
+        if ($scope !== null) {
+            $args[] = $scope;
+        }
+        if ($prefix6 !== null) {
+            array_push($args, 'PREFIX6', (string) $prefix6);
+        }
+        if ($this->clock !== null) {
+            array_push($args, 'NOW', (string) $this->now());
+        }
+        try {
+            $reply = $this->redis->command(null, ...$args);
+            if (!is_string($reply)) {
+                throw RedisFailure::unavailable('unexpected reply to RL.PSEUDONYM: ' . get_debug_type($reply));
+            }
+
+            return $reply;
+        } catch (RedisFailure $failure) {
+            $this->failed($failure);
+
+            return null;
+        }
+    }
+
+    /**
+     * What the failure policy answers for a request Redis could not decide. It does not
+     * log: for callers that already reported why (the middleware when no identity came).
+     */
+    public function policyDecision(RedisFailure $why): Decision
+    {
+        return $this->onFailure === FailurePolicy::Open
+            ? new Decision(true, 0, 0, 0, [], $why)
+            : new Decision(false, 0, $this->closedRetryAfterMs, 0, [], $why);
+    }
+
+    /** The kit's time in unix µs: the injected clock's, else this machine's. */
+    public function now(): int
+    {
+        return ($this->clock ?? new SystemClock())->nowMicros();
+    }
+
+    /** @param list<Limit> $limits */
+    private function parse(array $limits, mixed $reply): Decision
+    {
+        $single = count($limits) === 1;
+        $valid = is_array($reply) && self::isQuad($reply) && ($single
+            ? count($reply) === 4
+            : count($reply) === 5 && is_array($reply[4]) && count($reply[4]) === count($limits)
+                && array_filter($reply[4], static fn ($r) => !is_array($r) || !self::isQuad($r)) === []);
+        if (!$valid) {
+            throw RedisFailure::unavailable('unexpected reply: ' . json_encode($reply));
+        }
+
+        return $single ? Decision::single($limits[0], $reply) : Decision::all($limits, $reply);
+    }
+
+    /** @param array<mixed> $reply */
+    private static function isQuad(array $reply): bool
+    {
+        return array_is_list($reply) && count($reply) >= 4
+            && is_int($reply[0]) && is_int($reply[1]) && is_int($reply[2]) && is_int($reply[3]);
+    }
+
+    private function failed(RedisFailure $failure): Decision
+    {
+        $context = ['error' => $failure->getMessage(), 'exception' => $failure];
+        if ($failure->kind === FailureKind::Misuse) {
+            // A bug in the call: loud, whatever the policy, as it would never heal.
+            ($this->log)('error', 'redis-rl: the server refused the rate-limit call: {error}', $context);
+            throw $failure;
+        }
+        ($this->log)(
+            'warning',
+            'redis-rl: Redis could not decide, failing '
+                . ($this->onFailure === FailurePolicy::Open ? 'open' : 'closed') . ': {error}',
+            $context,
+        );
+
+        return $this->policyDecision($failure);
+    }
+}

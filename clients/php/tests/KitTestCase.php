@@ -1,0 +1,83 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl\Tests;
+
+use PHPUnit\Framework\TestCase;
+use RedisRl\Clock;
+use RedisRl\Connection\Connection;
+use RedisRl\Connection\RedisConnection;
+use RedisRl\DenyCache;
+use RedisRl\FailurePolicy;
+use RedisRl\RateLimiter;
+use RedisRl\Tests\Support\RecordingLogger;
+use RedisRl\Tests\Support\Servers;
+
+abstract class KitTestCase extends TestCase
+{
+    /** A fixed instant (2024-06-17 07:29:09.8 UTC) that the tests step from with NOW. */
+    protected const T0 = 1_718_609_349_800_000;
+
+    /** @var array<string, ?string> feature => why it is missing (null: present) */
+    private static array $missing = [];
+
+    protected RecordingLogger $logger;
+
+    protected function setUp(): void
+    {
+        $this->logger = new RecordingLogger();
+    }
+
+    protected static function standalone(): RedisConnection
+    {
+        return new RedisConnection('127.0.0.1', Servers::get()->standalone());
+    }
+
+    protected function limiter(
+        ?Connection $redis = null,
+        FailurePolicy $policy = FailurePolicy::Open,
+        ?Clock $clock = null,
+        ?DenyCache $cache = null,
+    ): RateLimiter {
+        return new RateLimiter($redis ?? self::standalone(), $policy, $this->logger, $clock, $cache);
+    }
+
+    /** A key no other test touches, with a hash tag so it is valid in a cluster too. */
+    protected static function key(string $what): string
+    {
+        return 'rl:{' . bin2hex(random_bytes(6)) . '}:' . $what;
+    }
+
+    /** The module copy in use may not have RL.ALL / REFUND / RESET yet: skip, saying so. */
+    protected static function requireFeature(string $feature): void
+    {
+        if (!array_key_exists($feature, self::$missing)) {
+            $probe = match ($feature) {
+                'RL.ALL' => ['RL.ALL', '1', 'FIXED', 'rl:{probe}', '1', '1', 'PEEK'],
+                'REFUND', 'RESET' => ['RL.FIXED', 'rl:{probe}', '1', '1', $feature],
+            };
+            $redis = Servers::client(Servers::get()->standalone());
+            $ok = $redis->rawCommand(...$probe) !== false;
+            $error = (string) $redis->getLastError();
+            self::$missing[$feature] = $ok || !preg_match('/unknown (command|option)/', $error) ? null : $error;
+        }
+        if (self::$missing[$feature] !== null) {
+            self::markTestSkipped("the module under test does not support {$feature} yet: " . self::$missing[$feature]);
+        }
+    }
+
+    /** @return array<string, string> the server's INFO fields from one section */
+    protected static function info(int $port, string $section): array
+    {
+        $fields = [];
+        foreach (explode("\n", (string) Servers::client($port)->rawCommand('INFO', $section)) as $line) {
+            if (str_contains($line, ':')) {
+                [$name, $value] = explode(':', trim($line), 2);
+                $fields[$name] = $value;
+            }
+        }
+
+        return $fields;
+    }
+}
