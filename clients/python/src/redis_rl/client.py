@@ -105,7 +105,8 @@ class _Core:
         self.clock = clock
         if deny_cache is True:
             deny_cache = DenyCache()
-        self.deny_cache: Optional[DenyCache] = deny_cache or None
+        # Not `or None`: an empty DenyCache is falsy (it has a length).
+        self.deny_cache: Optional[DenyCache] = deny_cache if isinstance(deny_cache, DenyCache) else None
 
     def now_us(self) -> int:
         """The wall-clock time this limiter works with (the injected clock, if any)."""

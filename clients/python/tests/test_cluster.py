@@ -1,0 +1,121 @@
+"""Routing in a real 3-node cluster: no MOVED, counted by the servers themselves."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Dict, Iterator, List
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from conftest import Cluster, FakeClock, Server, supports_all
+from redis_rl import AsyncRateLimiter, FailurePolicy, Limit, RateLimiter, connect, connect_async
+
+from test_commands import _expected_pseudonym
+from test_failure import Reports
+
+TAGS = [f"user{i}" for i in range(40)]
+
+
+def reset_stats(cluster: Cluster) -> None:
+    for c in cluster.clients():
+        c.config_resetstat()
+
+
+def server_counts(cluster: Cluster) -> List[Dict[str, int]]:
+    """Per node: MOVED/ASK replies sent, COMMAND GETKEYS calls, and RL.* calls."""
+    out = []
+    for c in cluster.clients():
+        errors = c.info("errorstats")
+        commands = c.info("commandstats")
+        out.append({
+            "moved": errors.get("errorstat_MOVED", {}).get("count", 0),
+            "ask": errors.get("errorstat_ASK", {}).get("count", 0),
+            "getkeys": commands.get("cmdstat_command|getkeys", {}).get("calls", 0),
+            "rl": sum(v["calls"] for k, v in commands.items() if k.startswith("cmdstat_rl.")),
+        })
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster_client(cluster: Cluster) -> Iterator[RedisCluster]:
+    client = connect(cluster.url, cluster=True)
+    assert isinstance(client, RedisCluster)
+    yield client
+    client.close()
+
+
+def test_keyed_calls_and_pipelines_never_redirect(cluster: Cluster, cluster_client: RedisCluster) -> None:
+    rl = RateLimiter(cluster_client, failure=FailurePolicy.CLOSED, clock=FakeClock())
+    has_all = supports_all(cluster.nodes[0].client()) is None
+    reset_stats(cluster)
+    calls = 0
+    for tag in TAGS:
+        for limit in (
+            Limit.fixed("f", f"rl:{{{tag}}}:f", 5, 10),
+            Limit.slidecount("c", f"rl:{{{tag}}}:c", 5, 10),
+            Limit.slidelog("l", f"rl:{{{tag}}}:l", 5, 10),
+            Limit.gcra("g", f"rl:{{{tag}}}:g", 5, 10),
+        ):
+            assert rl.check(limit).error is None
+            calls += 1
+    decisions = rl.check_many([Limit.gcra("g", f"rl:{{{tag}}}:pipe", 5, 10) for tag in TAGS])
+    assert all(d.allowed and d.error is None for d in decisions)
+    calls += len(TAGS)
+    if has_all:
+        for tag in TAGS:
+            d = rl.check_all([Limit.gcra("g", f"rl:{{{tag}}}:a1", 5, 10),
+                              Limit.fixed("f", f"rl:{{{tag}}}:a2", 5, 10)])
+            assert d.allowed and d.error is None
+            calls += 1
+    counts = server_counts(cluster)
+    assert [(c["moved"], c["ask"], c["getkeys"]) for c in counts] == [(0, 0, 0)] * 3
+    assert sum(c["rl"] for c in counts) == calls
+    assert all(c["rl"] > 0 for c in counts), "the keys spread over all three nodes"
+
+
+def test_asyncio_cluster_never_redirects(cluster: Cluster) -> None:
+    async def scenario() -> None:
+        client = connect_async(cluster.url, cluster=True)
+        rl = AsyncRateLimiter(client, failure=FailurePolicy.CLOSED, clock=FakeClock())
+        for tag in TAGS:
+            assert (await rl.check(Limit.gcra("g", f"rl:{{{tag}}}:async", 5, 10))).error is None
+        many = await rl.check_many([Limit.fixed("f", f"rl:{{{tag}}}:apipe", 5, 10) for tag in TAGS])
+        assert all(d.allowed for d in many)
+        assert len(await rl.pseudonym("192.0.2.1")) == 24
+        await client.aclose()
+
+    reset_stats(cluster)
+    asyncio.run(scenario())
+    counts = server_counts(cluster)
+    assert [(c["moved"], c["getkeys"]) for c in counts] == [(0, 0)] * 3
+    assert sum(c["rl"] for c in counts) == 2 * len(TAGS) + 1
+
+
+def test_pseudonym_through_the_cluster_client(cluster_client: RedisCluster) -> None:
+    # redis-py alone refuses: the command has no key to route by.
+    with pytest.raises(redis.RedisClusterException):
+        cluster_client.execute_command("RL.PSEUDONYM", "192.0.2.1", target_nodes=RedisCluster.RANDOM)
+    rl = RateLimiter(cluster_client, failure=FailurePolicy.CLOSED, clock=FakeClock())
+    assert rl.pseudonym("192.0.2.1", "api") == _expected_pseudonym("192.0.2.1", "2024-06-17") + ":api"
+
+
+@pytest.mark.parametrize("make", [Limit.fixed, Limit.slidecount])
+def test_untagged_key_gets_the_module_error(cluster_client: RedisCluster, make) -> None:
+    reports = Reports()
+    rl = RateLimiter(cluster_client, failure=FailurePolicy.CLOSED, on_failure=reports)
+    d = rl.check(make("x", "rl:untagged", 5, 10))
+    assert not d.allowed
+    assert isinstance(d.error, redis.ResponseError)
+    assert "needs a {hash tag} in cluster mode" in str(d.error)
+    assert reports.seen[0][0] is d.error
+
+
+def test_check_all_keys_in_different_slots(cluster: Cluster, cluster_client: RedisCluster) -> None:
+    reason = supports_all(cluster.nodes[0].client())
+    if reason:
+        pytest.skip(reason)
+    rl = RateLimiter(cluster_client, failure=FailurePolicy.CLOSED, on_failure=Reports())
+    d = rl.check_all([Limit.gcra("a", "rl:{one}", 5, 10), Limit.gcra("b", "rl:{two}", 5, 10)])
+    assert not d.allowed and "CROSSSLOT" in str(d.error)
