@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The PHP kit's suite: PHPUnit against real module-enabled servers (standalone and a
+# 3-node cluster) that the tests start on free loopback ports and kill at the end.
+#   RL_MODULE  the module to load (default: the repo's target/release build)
+#   RL_SERVER  the server binary (default: redis-server)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Everything comes from Debian: the PSR interfaces and a PSR-7 implementation too,
+# so no Composer download is needed (PSR-15's two interfaces are shimmed in tests/).
+packages=(php-cli php-redis phpunit php-psr-log php-psr-http-message php-psr-http-factory php-nyholm-psr7 redis-tools)
+[[ -n "${RL_SERVER:-}" ]] || packages+=(redis-server)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -eq 0 ]]; then
+        apt=(apt-get)
+    elif command -v sudo >/dev/null; then
+        apt=(sudo apt-get)
+    else
+        echo "missing Debian packages; as root run: apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${apt[@]}" install -y "${missing[@]}" || { "${apt[@]}" update && "${apt[@]}" install -y "${missing[@]}"; }
+fi
+
+export RL_MODULE="${RL_MODULE:-$(cd ../.. && pwd)/target/release/libredis_rl.so}"
+if [[ ! -f "$RL_MODULE" ]]; then
+    echo "no module at $RL_MODULE: build it (cargo build --release) or set RL_MODULE" >&2
+    exit 1
+fi
+
+exec phpunit --configuration phpunit.xml "$@"
