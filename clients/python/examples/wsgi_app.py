@@ -14,7 +14,7 @@ def hello(environ, start_response):
 
 limiter = RateLimiter(connect(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")),
                       failure=FailurePolicy.CLOSED)
-app = WSGIRateLimitMiddleware(hello, limiter, [Limit.gcra("burst", "rl:wsgi:burst", 1, "1s", burst=2)],
+app = WSGIRateLimitMiddleware(hello, limiter, [Limit.gcra("burst", "rl:wsgi:burst", 2, "1s")],
                               legacy_headers=True)
 
 if __name__ == "__main__":

@@ -68,6 +68,6 @@ def test_wsgi_example_serves_http(server: Server) -> None:
         process.kill()
         process.wait(timeout=5)
     assert [status for status, _ in responses] == [200, 200, 429]
-    assert responses[0][1]["RateLimit-Policy"] == '"burst";q=1;w=1'
+    assert responses[0][1]["RateLimit-Policy"] == '"burst";q=2;w=1'
     assert responses[2][1]["Retry-After"] == "1"
-    assert responses[2][1]["X-RateLimit-Limit"] == "1"
+    assert responses[2][1]["X-RateLimit-Limit"] == "2"
