@@ -1,0 +1,126 @@
+// Types for redis-rl (the code is plain ESM JavaScript, no build step).
+
+export type Algorithm = 'slidelog' | 'slidecount' | 'fixed' | 'gcra';
+
+/** One limit: what the command needs (the reply does not repeat it) and what the headers show. */
+export interface Limit {
+  /** Shown in the headers and part of the default key. Default: the algorithm. */
+  name?: string;
+  algorithm: Algorithm;
+  /** The budget per window. */
+  limit: number;
+  /** A number is seconds; a string '60s' or '1500ms'. */
+  window: number | string;
+  /** GCRA only: how many may arrive at once (default: limit). */
+  burst?: number;
+  /**
+   * The Redis key, or a function from identity to key. Default `rl:{<identity>}:<name>`:
+   * the hash tag keeps all limits of one identity in one cluster slot.
+   */
+  key?: string | ((identity: string | undefined) => string);
+}
+
+export interface CallOptions {
+  /** Units this request spends: one number for every limit, or per limit name (default 1). */
+  cost?: number | Record<string, number>;
+  /** Decide at this unix time in milliseconds (sent as NOW in µs) instead of the server clock. */
+  now?: number;
+}
+
+export interface Request extends CallOptions {
+  limits: Limit | Limit[];
+  identity?: string;
+  mode?: 'PEEK' | 'REFUND' | 'RESET';
+}
+
+/** What one limit says. Times are milliseconds. */
+export interface LimitDecision {
+  allowed: boolean;
+  remaining: number;
+  /** 0 when allowed; else the wait after which the same request passes; Infinity: never (cost above the limit). */
+  retryAfter: number;
+  /** Until the limiter is back to its full budget; 0 when it is. */
+  resetAfter: number;
+  policy: Limit;
+  key: string;
+}
+
+export interface Decision {
+  /** Every limit admits (RL.ALL: then all spend, else none). */
+  allowed: boolean;
+  /** The smallest remaining. */
+  remaining: number;
+  /** The largest retry among the limits that deny; Infinity if one never can. */
+  retryAfter: number;
+  /** The largest reset. */
+  resetAfter: number;
+  /** One per limit, in order; empty when source is 'failure'. */
+  limits: LimitDecision[];
+  /** 'cache': denied by the local deny cache; 'failure': Redis did not decide, the failure policy did. */
+  source: 'redis' | 'cache' | 'failure';
+  /** Why Redis did not decide (source 'failure'). */
+  error?: Error;
+}
+
+export interface FailureInfo {
+  /** 'RL.FIXED', 'RL.ALL', 'RL.PSEUDONYM', 'identify', … */
+  command: string;
+  keys: string[];
+  failure: 'open' | 'closed';
+}
+
+export interface LimiterOptions {
+  /** node-redis createClient()/createCluster(), or ioredis new Redis()/new Redis.Cluster(). */
+  client: unknown;
+  /** Required: 'open' allows requests while Redis fails, 'closed' denies them. */
+  failure: 'open' | 'closed';
+  /** Told about every failure. Default: console.warn. */
+  onError?: (err: Error, info: FailureInfo) => void;
+  /** Milliseconds to wait for a reply before the failure policy decides. Default 300. */
+  timeout?: number;
+  /**
+   * Unix time in ms. When given, every call sends it as NOW (one app clock for the
+   * fleet), and the deny cache and the pseudonym day use it. Default: the server decides
+   * by its clock, the kit measures with Date.now.
+   */
+  clock?: () => number;
+  /** Deny locally until a denial's retry time has passed. Default false. */
+  denyCache?: boolean | { maxEntries?: number };
+}
+
+export interface MiddlewareOptions {
+  limits: Limit | Limit[];
+  /** Request to identity. Default: RL.PSEUDONYM of req.ip (or the socket address), cached per address and UTC day. */
+  identify?: (req: any) => string | Promise<string>;
+  /** Request to cost. Default 1. */
+  cost?: (req: any) => number | Record<string, number>;
+  /** Also send X-RateLimit-Limit/-Remaining/-Reset. Default false. */
+  legacyHeaders?: boolean;
+  /** Scope and PREFIX6 for the default pseudonym. */
+  scope?: string;
+  prefix6?: number;
+}
+
+export type Middleware = (req: any, res: any, next: (err?: unknown) => void) => Promise<void>;
+
+export class RateLimiter {
+  constructor(options: LimiterOptions);
+  readonly clock: () => number;
+  check(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
+  peek(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
+  refund(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
+  reset(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
+  batch(requests: Request[]): Promise<Decision[]>;
+  pseudonym(identity: string, options?: { scope?: string; prefix6?: number; now?: number }): Promise<string>;
+  headers(decision: Decision, options?: { legacy?: boolean }): Record<string, string>;
+  middleware(options: MiddlewareOptions): Middleware;
+  /** Reports err and returns the failure policy's decision. */
+  failed(err: Error, info: Omit<FailureInfo, 'failure'>): Decision;
+}
+
+export function createRateLimiter(options: LimiterOptions): RateLimiter;
+export function rateLimitHeaders(decision: Decision, options?: { legacy?: boolean }): Record<string, string>;
+export function nodeRedisOptions<T extends object>(overrides?: T): T & Record<string, unknown>;
+export function ioredisOptions<T extends object>(overrides?: T): T & Record<string, unknown>;
+export function ioredisClusterOptions<T extends object>(overrides?: T): T & Record<string, unknown>;
+export class TimeoutError extends Error {}

@@ -1,0 +1,181 @@
+import { adapt } from './clients.js';
+import { buildCommand, costsFor, keyFor, toDecision } from './commands.js';
+import { DenyCache } from './deny-cache.js';
+import { rateLimitHeaders } from './headers.js';
+import { rateLimitMiddleware } from './middleware.js';
+
+export class TimeoutError extends Error {
+  name = 'TimeoutError';
+}
+
+// The clients' own timeouts depend on how the user configured them (and an offline
+// queue can hold a command for as long as reconnecting takes), so every call is also
+// bounded here.
+function withTimeout(promise, ms) {
+  let timer;
+  const expired = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError(`redis-rl: no reply within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+const settle = (promise) => promise.then(
+  (value) => ({ status: 'fulfilled', value }),
+  (reason) => ({ status: 'rejected', reason }),
+);
+
+function defaultOnError(err, { command, failure }) {
+  console.warn(`redis-rl: ${command} failed, ${failure === 'open' ? 'allowing' : 'denying'}: ${err.message}`);
+}
+
+export class RateLimiter {
+  #client;
+  #failure;
+  #onError;
+  #timeout;
+  #sendNow;
+  #denyCache;
+
+  /** @param {import('../index.js').LimiterOptions} options */
+  constructor({ client, failure, onError = defaultOnError, timeout = 300, clock, denyCache = false } = {}) {
+    if (failure !== 'open' && failure !== 'closed') {
+      throw new TypeError("redis-rl: choose a failure policy: failure: 'open' (allow while Redis fails) or 'closed' (deny)");
+    }
+    this.#client = adapt(client);
+    this.#failure = failure;
+    this.#onError = onError;
+    this.#timeout = timeout;
+    // An injected clock is the fleet's clock: the server decides at its time (NOW).
+    this.#sendNow = clock !== undefined;
+    /** Unix time in ms, the time base of the deny cache and of the pseudonym day. */
+    this.clock = clock ?? Date.now;
+    if (denyCache) this.#denyCache = new DenyCache(denyCache === true ? {} : denyCache);
+  }
+
+  /** Spends `cost` if every limit admits it. */
+  check(limits, identity, options = {}) {
+    return this.#one({ ...options, limits, identity });
+  }
+
+  /** The decision `check` would make, spending nothing. */
+  peek(limits, identity, options = {}) {
+    return this.#one({ ...options, limits, identity, mode: 'PEEK' });
+  }
+
+  /** Gives back `cost` units an admitted call spent; replies as `peek`. */
+  refund(limits, identity, options = {}) {
+    return this.#one({ ...options, limits, identity, mode: 'REFUND' });
+  }
+
+  /** Clears the limiters' state; replies as `peek` on an empty limiter. */
+  reset(limits, identity, options = {}) {
+    return this.#one({ ...options, limits, identity, mode: 'RESET' });
+  }
+
+  /**
+   * Many requests in one round trip per node (per slot on an ioredis cluster).
+   * @param {import('../index.js').Request[]} requests
+   */
+  batch(requests) {
+    return this.#run(requests);
+  }
+
+  /**
+   * RL.PSEUDONYM: the daily pseudonym of an identity (an IP address, an API key). It is
+   * not a decision, so a failure is not turned into one: the promise rejects (within
+   * `timeout`), and the middleware hands that to the failure policy.
+   */
+  async pseudonym(identity, { scope, prefix6, now } = {}) {
+    const args = ['RL.PSEUDONYM', String(identity)];
+    if (scope !== undefined) args.push(String(scope));
+    if (prefix6 !== undefined) args.push('PREFIX6', String(prefix6));
+    if (now !== undefined || this.#sendNow) args.push('NOW', String(Math.round((now ?? this.clock()) * 1000)));
+    return String(await withTimeout(this.#client.send({ args }), this.#timeout));
+  }
+
+  /** The RateLimit headers for a decision; see headers.js. */
+  headers(decision, options) {
+    return rateLimitHeaders(decision, options);
+  }
+
+  /** Express/Connect middleware; see middleware.js. */
+  middleware(options) {
+    return rateLimitMiddleware(this, options);
+  }
+
+  /**
+   * The decision the failure policy gives when Redis could not decide, after reporting
+   * the error. Public so that callers (the middleware) apply the same policy.
+   */
+  failed(err, info) {
+    this.#onError(err, { ...info, failure: this.#failure });
+    return { allowed: this.#failure === 'open', remaining: 0, retryAfter: 0, resetAfter: 0, limits: [], source: 'failure', error: err };
+  }
+
+  async #one(request) {
+    return (await this.#run([request]))[0];
+  }
+
+  #prepare({ limits, identity, cost, now, mode }) {
+    const list = Array.isArray(limits) ? limits : [limits];
+    const keys = list.map((limit) => keyFor(limit, identity));
+    const costs = costsFor(list, cost);
+    const atMs = now ?? this.clock();
+    const nowUs = now !== undefined || this.#sendNow ? Math.round(atMs * 1000) : undefined;
+    return {
+      list,
+      keys,
+      costs,
+      atMs,
+      mode,
+      args: buildCommand(list, keys, costs, { nowUs, mode }),
+      signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''}`).join('\n'),
+    };
+  }
+
+  async #run(requests) {
+    const prepared = requests.map((r) => this.#prepare(r));
+    const decisions = new Array(prepared.length);
+    const pending = [];
+    prepared.forEach((p, i) => {
+      if (p.mode === 'REFUND' || p.mode === 'RESET') {
+        this.#denyCache?.forget(p.keys);
+      } else {
+        decisions[i] = this.#denyCache?.lookup(p.signature, p.costs, p.atMs);
+      }
+      if (!decisions[i]) pending.push(i);
+    });
+    if (!pending.length) return decisions;
+
+    const cmds = pending.map((i) => ({ args: prepared[i].args, key: prepared[i].keys[0] }));
+    let settled;
+    if (cmds.length === 1) {
+      settled = [await settle(withTimeout(this.#client.send(cmds[0]), this.#timeout))];
+    } else {
+      const all = await settle(withTimeout(this.#client.batch(cmds), this.#timeout));
+      settled = all.status === 'fulfilled' ? all.value : cmds.map(() => all);
+    }
+
+    pending.forEach((i, j) => {
+      const p = prepared[i];
+      const info = { command: p.args[0], keys: p.keys };
+      if (settled[j].status === 'rejected') {
+        decisions[i] = this.failed(settled[j].reason, info);
+        return;
+      }
+      try {
+        decisions[i] = toDecision(settled[j].value, p.list, p.keys);
+      } catch (err) {
+        decisions[i] = this.failed(err, info);
+        return;
+      }
+      if (!p.mode || p.mode === 'PEEK') this.#denyCache?.remember(p.signature, p.costs, p.atMs, decisions[i]);
+    });
+    return decisions;
+  }
+}
+
+/** @param {import('../index.js').LimiterOptions} options */
+export function createRateLimiter(options) {
+  return new RateLimiter(options);
+}

@@ -1,0 +1,153 @@
+// Typed calls on a standalone server, through node-redis and ioredis alike: every
+// decision is the server's reply, read field by field.
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { createRateLimiter } from '../index.js';
+import { standalone, raw } from './support/clients.js';
+import { features, NO_ALL, NO_REFUND_RESET, SECRET, startServer } from './support/servers.js';
+
+// 2024-06-17T07:29:00Z, the seed's fixed window 1718609340: a multiple of 10 s and 60 s.
+const T = 1718609340000;
+const us = (ms) => String(ms * 1000);
+
+let server;
+let feats;
+before(async () => {
+  server = await startServer();
+  feats = await features(server.port);
+});
+after(() => server?.stop());
+
+for (const [lib, connect] of Object.entries(standalone)) {
+  describe(`typed calls through ${lib}`, () => {
+    let conn;
+    let rl;
+    const errors = [];
+    before(async () => {
+      conn = await connect(server.port);
+      rl = createRateLimiter({ client: conn.client, failure: 'closed', onError: (err) => errors.push(err) });
+    });
+    after(() => conn?.close());
+
+    it('RL.FIXED: the fields are the reply, and a never-admissible cost is Infinity, not -1', async () => {
+      const fixed = { name: 'fixed', algorithm: 'fixed', limit: 8, window: 10, key: `rl:fixed:${lib}` };
+      const d = await rl.check(fixed, undefined, { now: T + 9800 });
+      assert.deepEqual(
+        { allowed: d.allowed, remaining: d.remaining, retryAfter: d.retryAfter, resetAfter: d.resetAfter, source: d.source },
+        { allowed: true, remaining: 7, retryAfter: 0, resetAfter: 200, source: 'redis' },
+      );
+      // NOW went out in µs and the window in seconds: the seed's key layout.
+      assert.equal(await raw(conn.client, 'EXISTS', `rl:fixed:${lib}:1718609340`), 1);
+
+      const never = await rl.check(fixed, undefined, { now: T + 9800, cost: 9 });
+      assert.deepEqual(await raw(conn.client, 'RL.FIXED', `rl:fixed:${lib}`, '8', '10', 'COST', '9', 'NOW', us(T + 9800)), [0, 7, -1, 200]);
+      assert.equal(never.allowed, false);
+      assert.equal(never.retryAfter, Infinity);
+      assert.equal(never.limits[0].retryAfter, Infinity);
+      assert.equal(never.remaining, 7);
+    });
+
+    for (const algorithm of ['fixed', 'slidecount', 'slidelog', 'gcra']) {
+      it(`RL.${algorithm.toUpperCase()}: admits the limit, denies the next, and each decision matches the server's PEEK`, async () => {
+        const limit = { name: algorithm, algorithm, limit: 2, window: 10, key: `rl:{${lib}}:${algorithm}` };
+        const seen = [];
+        for (let i = 0; i < 3; i++) seen.push(await rl.check(limit, undefined, { now: T + 1000 }));
+        assert.deepEqual(seen.map((d) => [d.allowed, d.remaining]), [[true, 1], [true, 0], [false, 0]]);
+        assert.ok(seen[2].retryAfter > 0 && Number.isFinite(seen[2].retryAfter), `retryAfter ${seen[2].retryAfter}`);
+
+        const peek = await rl.peek(limit, undefined, { now: T + 1500 });
+        const reply = await raw(conn.client, `RL.${algorithm.toUpperCase()}`, limit.key, '2', '10', 'NOW', us(T + 1500), 'PEEK');
+        assert.deepEqual([peek.allowed ? 1 : 0, peek.remaining, peek.retryAfter, peek.resetAfter], reply);
+        assert.deepEqual(peek.limits.map((d) => d.key), [limit.key]);
+      });
+    }
+
+    it('RL.GCRA sends BURST', async () => {
+      const smooth = { name: 'smooth', algorithm: 'gcra', limit: 10, window: 10, burst: 1, key: `rl:{${lib}}:smooth` };
+      assert.equal((await rl.check(smooth, undefined, { now: T })).allowed, true);
+      const second = await rl.check(smooth, undefined, { now: T });
+      // With the default burst (10) the second would pass; with BURST 1 it waits one interval.
+      assert.equal(second.allowed, false);
+      assert.equal(second.retryAfter, 1000);
+    });
+
+    it('a window in milliseconds is sent as such', async () => {
+      const short = { name: 'short', algorithm: 'fixed', limit: 1, window: '1500ms', key: `rl:short:${lib}` };
+      const d = await rl.check(short, undefined, { now: T + 100 });
+      assert.equal(d.resetAfter, 1400);
+      assert.equal(await raw(conn.client, 'EXISTS', `rl:short:${lib}:${T}`), 1);
+    });
+
+    it('the default key puts the identity in a hash tag', async () => {
+      await rl.check({ name: 'api', algorithm: 'fixed', limit: 5, window: 60 }, `user-${lib}`, { now: T });
+      assert.equal(await raw(conn.client, 'EXISTS', `rl:{user-${lib}}:api:1718609340`), 1);
+    });
+
+    it('peek spends nothing', async () => {
+      const limit = { name: 'peek', algorithm: 'slidelog', limit: 3, window: 10 };
+      const id = `peeker-${lib}`;
+      // remaining is what would be left after this request, had it been spent.
+      assert.equal((await rl.peek(limit, id, { now: T })).remaining, 2);
+      assert.equal((await rl.peek(limit, id, { now: T })).remaining, 2);
+      assert.equal((await rl.check(limit, id, { now: T })).remaining, 2);
+      assert.equal((await rl.peek(limit, id, { now: T })).remaining, 1);
+    });
+
+    it('refund gives units back and reset clears the state', async (t) => {
+      if (!feats.refundReset) return t.skip(NO_REFUND_RESET);
+      for (const algorithm of ['fixed', 'slidecount', 'slidelog', 'gcra']) {
+        const limit = { name: `r-${algorithm}`, algorithm, limit: 4, window: 60 };
+        const id = `refunder-${lib}`;
+        assert.equal((await rl.check(limit, id, { now: T, cost: 3 })).remaining, 1, algorithm);
+        const refunded = await rl.refund(limit, id, { now: T, cost: 2 });
+        assert.equal(refunded.remaining, 3, algorithm);
+        assert.equal((await rl.peek(limit, id, { now: T })).remaining, 3, `${algorithm}: refund is PEEK-like`);
+        const reset = await rl.reset(limit, id, { now: T });
+        assert.deepEqual([reset.allowed, reset.remaining, reset.resetAfter], [true, 4, 0], algorithm);
+      }
+    });
+
+    it('RL.ALL: all or nothing, per-limit decisions, costs by limit name', async (t) => {
+      if (!feats.all) return t.skip(NO_ALL);
+      const requests = { name: 'requests', algorithm: 'slidelog', limit: 10, window: 60 };
+      const tokens = { name: 'tokens', algorithm: 'fixed', limit: 100, window: 60 };
+      const id = `all-${lib}`;
+      const first = await rl.check([requests, tokens], id, { now: T, cost: { tokens: 80 } });
+      assert.equal(first.allowed, true);
+      assert.deepEqual(first.limits.map((d) => [d.policy.name, d.remaining]), [['requests', 9], ['tokens', 20]]);
+      assert.equal(first.remaining, 9);
+
+      const denied = await rl.check([requests, tokens], id, { now: T + 1000, cost: { tokens: 30 } });
+      assert.equal(denied.allowed, false);
+      assert.deepEqual(denied.limits.map((d) => d.allowed), [true, false]);
+      assert.equal(denied.retryAfter, denied.limits[1].retryAfter);
+      // Nothing was spent: the request limit still has 9.
+      assert.equal((await rl.peek(requests, id, { now: T + 1000 })).remaining, 9);
+
+      const never = await rl.check([requests, tokens], id, { now: T + 1000, cost: { tokens: 101 } });
+      assert.equal(never.retryAfter, Infinity);
+    });
+
+    it('RL.PSEUDONYM: HMAC of the canonical address and the UTC day, with scope', async () => {
+      const day = '2024-06-17';
+      const hex = createHmac('sha256', SECRET).update(`192.0.2.1|${day}`).digest('hex').slice(0, 24);
+      assert.equal(await rl.pseudonym('::ffff:192.0.2.1', { scope: 'trending', now: T }), `${hex}:trending`);
+      assert.equal(await rl.pseudonym('192.0.2.1', { now: T }), hex);
+      const net = createHmac('sha256', SECRET).update(`2001:db8:1:2::/64|${day}`).digest('hex').slice(0, 24);
+      assert.equal(await rl.pseudonym('2001:db8:1:2:aaaa::1', { prefix6: 64, now: T }), net);
+    });
+
+    it('batch: one decision per request, in order, in one round trip', async () => {
+      const limit = { name: 'batch', algorithm: 'fixed', limit: 1, window: 60 };
+      const requests = ['a', 'b', 'a', 'c'].map((id) => ({ limits: limit, identity: `${id}-${lib}`, now: T }));
+      const decisions = await rl.batch(requests);
+      assert.deepEqual(decisions.map((d) => d.allowed), [true, true, false, true]);
+      assert.deepEqual(decisions.map((d) => d.limits[0].key), requests.map((r) => `rl:{${r.identity}}:batch`));
+    });
+
+    it('reported no failure on the way', () => {
+      assert.deepEqual(errors, []);
+    });
+  });
+}

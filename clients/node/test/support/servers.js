@@ -1,0 +1,147 @@
+// Real redis-server processes for the tests: standalone or a 3-node cluster, each on a free
+// loopback port, the module loaded, killed by stop(). Every wait here is bounded.
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const kitDir = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const MODULE = resolve(kitDir, process.env.RL_MODULE ?? '../../target/release/libredis_rl.so');
+export const SERVER = process.env.RL_SERVER ?? 'redis-server';
+export const SECRET = 'some-test-secret';
+
+export function freePort() {
+  return new Promise((ok, fail) => {
+    const srv = net.createServer().once('error', fail);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => ok(port));
+    });
+  });
+}
+
+/** Sends one inline command on a fresh socket and returns the raw reply text. */
+export function rawCommand(port, line, timeoutMs = 1000) {
+  return new Promise((ok, fail) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let data = '';
+    const timer = setTimeout(() => { sock.destroy(); fail(new Error(`no reply to ${line}`)); }, timeoutMs);
+    sock.on('error', (err) => { clearTimeout(timer); fail(err); });
+    sock.on('data', (chunk) => {
+      data += chunk;
+      // Bulk replies ($n) are complete once the announced length has arrived.
+      const bulk = /^\$(\d+)\r\n/.exec(data);
+      if (bulk ? data.length >= bulk[0].length + Number(bulk[1]) + 2 : data.endsWith('\r\n')) {
+        clearTimeout(timer);
+        sock.end();
+        ok(data);
+      }
+    });
+    sock.write(`${line}\r\n`);
+  });
+}
+
+async function until(what, check, timeoutMs = 15000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Starts one redis-server. `module: false` starts it without the module.
+ * @returns {Promise<{port: number, url: string, stop: () => Promise<void>, dir: string}>}
+ */
+export async function startServer({ module = true, cluster = false, extra = [] } = {}) {
+  if (module && !existsSync(MODULE)) throw new Error(`module not found: ${MODULE} (set RL_MODULE)`);
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'rl-node-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'];
+  if (module) args.push('--loadmodule', MODULE);
+  if (cluster) {
+    args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'),
+      '--cluster-port', String(await freePort()), '--cluster-node-timeout', '5000');
+  }
+  args.push(...extra);
+  const proc = spawn(SERVER, args, { env: { ...process.env, RL_SECRET: SECRET }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  const exited = new Promise((r) => proc.once('exit', r));
+  let dead = false;
+  exited.then(() => { dead = true; });
+  try {
+    await until(`redis-server on ${port}`, async () => {
+      if (dead) throw Object.assign(new Error(`redis-server exited:\n${log}`), { fatal: true });
+      return (await rawCommand(port, 'PING', 300)).startsWith('+PONG');
+    });
+  } catch (err) {
+    proc.kill('SIGKILL');
+    throw err;
+  }
+  return {
+    port,
+    dir,
+    url: `redis://127.0.0.1:${port}`,
+    stop: async () => {
+      if (!dead) {
+        proc.kill('SIGKILL');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Three primaries with the module, all slots assigned, cluster_state:ok on every node. */
+export async function startCluster() {
+  const nodes = [];
+  try {
+    for (let i = 0; i < 3; i++) nodes.push(await startServer({ cluster: true }));
+    await promisify(execFile)('redis-cli', ['--cluster', 'create',
+      ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 20000 });
+    for (const n of nodes) {
+      await until(`cluster_state:ok on ${n.port}`, async () => {
+        const info = await rawCommand(n.port, 'CLUSTER INFO');
+        return info.includes('cluster_state:ok') && info.includes('cluster_known_nodes:3');
+      });
+    }
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.stop()));
+    throw err;
+  }
+  return { nodes, stop: () => Promise.all(nodes.map((n) => n.stop())) };
+}
+
+/** Sum of errorstat_MOVED over the given servers (INFO errorstats). */
+export async function movedCount(nodes) {
+  let total = 0;
+  for (const n of nodes) {
+    const info = await rawCommand(n.port, 'INFO errorstats');
+    total += Number(/errorstat_MOVED:count=(\d+)/.exec(info)?.[1] ?? 0);
+  }
+  return total;
+}
+
+/**
+ * Whether the server's module has RL.ALL and REFUND/RESET (added after the first
+ * release); tests of those skip, saying so, on a module without them.
+ */
+export async function features(port) {
+  const all = await rawCommand(port, 'RL.ALL 1 FIXED {probe}a 1 1 PEEK');
+  const reset = await rawCommand(port, 'RL.FIXED {probe}b 1 1 RESET');
+  return {
+    all: !all.startsWith('-ERR unknown command'),
+    refundReset: !reset.startsWith('-ERR syntax error'),
+  };
+}
+
+export const NO_ALL = 'the module at RL_MODULE has no RL.ALL yet';
+export const NO_REFUND_RESET = 'the module at RL_MODULE has no REFUND/RESET yet';
