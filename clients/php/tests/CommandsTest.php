@@ -118,7 +118,7 @@ final class CommandsTest extends KitTestCase
         $second = $rl->hit($perSecond, $perDay);
 
         self::assertTrue($first->allowed);
-        self::assertSame([$perSecond, $perDay->withCost(2)], array_map(static fn (LimitDecision $d) => $d->limit, $first->limits));
+        self::assertEquals([$perSecond, $perDay->withCost(2)], array_map(static fn (LimitDecision $d) => $d->limit, $first->limits));
         self::assertFalse($second->allowed);
         self::assertSame([true, false], array_map(static fn (LimitDecision $d) => $d->allowed, $second->limits));
         // The per-second limit admitted, yet spent nothing: a real hit now gets what it promised.
