@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, Hashable, Optional, Sequence, Tuple
+from typing import Dict, Hashable, Optional, Sequence, Set, Tuple
 
 from .limits import Decision, Limit
 
@@ -68,7 +68,7 @@ class DenyCache:
             del self._entries[next(iter(self._entries))]
 
 
-def _keys_of(decision: Decision) -> set:
+def _keys_of(decision: Decision) -> Set[str]:
     parts = decision.parts or (decision,)
     return {p.limit.key for p in parts if p.limit is not None}
 

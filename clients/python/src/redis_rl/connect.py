@@ -7,7 +7,7 @@ short timeouts, no retries, and the failure policy takes it from there.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict
 
 import redis
 import redis.asyncio
@@ -35,7 +35,7 @@ def connect(
 ) -> SyncClient:
     """A `redis.Redis`, or a `RedisCluster` for `cluster=True` (which contacts the
     cluster right away to learn its slot map)."""
-    options: dict = dict(
+    options: Dict[str, Any] = dict(
         socket_connect_timeout=connect_timeout,
         socket_timeout=timeout,
         retry=Retry(NoBackoff(), 0),
@@ -55,7 +55,7 @@ def connect_async(
     **kwargs: Any,
 ) -> AsyncClient:
     """The asyncio counterpart of `connect` (the cluster client connects on first use)."""
-    options: dict = dict(
+    options: Dict[str, Any] = dict(
         socket_connect_timeout=connect_timeout,
         socket_timeout=timeout,
         retry=AsyncRetry(NoBackoff(), 0),

@@ -9,7 +9,7 @@ limits share a cluster slot, as RL.ALL requires.
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .cache import PseudonymCache
 from .client import AsyncRateLimiter, LimiterUnavailable, RateLimiter
@@ -31,7 +31,7 @@ def keyed(limits: Sequence[Limit], identity: str) -> List[Limit]:
     return [limit.with_key(f"{limit.key}:{{{identity}}}") for limit in limits]
 
 
-def _refusal(decision: Decision, headers: Headers) -> tuple:
+def _refusal(decision: Decision, headers: Headers) -> Tuple[int, Headers, bytes]:
     """Status, headers and body for a request that does not go through."""
     if decision.error is not None:
         status, reason = 503, "rate_limiter_unavailable"
@@ -109,7 +109,7 @@ class RateLimitMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
-def _raw(headers: Headers) -> List[tuple]:
+def _raw(headers: Headers) -> List[Tuple[bytes, bytes]]:
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
 
@@ -165,7 +165,7 @@ class WSGIRateLimitMiddleware:
             start_response(f"{status} {self._REASONS[status]}", all_headers)
             return [body]
 
-        def start_with_headers(status: str, response_headers: list, exc_info: Any = None) -> Any:
+        def start_with_headers(status: str, response_headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
             return start_response(status, [*response_headers, *headers], exc_info)
 
         return self.app(environ, start_with_headers)
