@@ -40,6 +40,14 @@ function algorithmWord(limit) {
   return algorithm.toUpperCase();
 }
 
+/** Throws on a limit that could never make a command (for start-up checks). */
+export function assertLimits(limits) {
+  for (const limit of limits) {
+    algorithmWord(limit);
+    keyFor(limit, 'probe');
+  }
+}
+
 // node-redis refuses numbers as arguments, so everything is sent as a string.
 function limitArgs(limit, key, cost) {
   const args = [key, String(limit.limit), String(limit.window)];

@@ -1,6 +1,6 @@
 // Express/Connect middleware: identify the caller, check the limits, set the headers,
 // answer 429 when denied. Works with plain http.createServer too.
-import { keyFor } from './commands.js';
+import { assertLimits } from './commands.js';
 import { rateLimitHeaders } from './headers.js';
 
 const utcDay = (ms) => new Date(ms).toISOString().slice(0, 10);
@@ -34,7 +34,7 @@ function pseudonymOfAddress(limiter, { scope, prefix6, maxCached = 100_000 }) {
 export function rateLimitMiddleware(limiter, { limits, identify, cost, legacyHeaders = false, scope, prefix6 }) {
   const list = Array.isArray(limits) ? limits : [limits];
   // A misconfigured limit should stop the app at start-up, not fail every request.
-  for (const limit of list) keyFor(limit, 'probe');
+  assertLimits(list);
   const identityOf = identify ?? pseudonymOfAddress(limiter, { scope, prefix6 });
 
   return async function rateLimit(req, res, next) {

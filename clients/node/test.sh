@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The Node kit's tests: node's built-in runner against real redis-server processes with
+# the module (standalone and a 3-node cluster), which the tests start on free loopback
+# ports and kill at the end.
+#   RL_MODULE  the module (default ../../target/release/libredis_rl.so, from this folder)
+#   RL_SERVER  the server binary (default redis-server)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# npm ci when node_modules is missing or older than the lockfile (npm keeps its own
+# copy of the installed tree's lock in node_modules/.package-lock.json).
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+
+module="${RL_MODULE:-../../target/release/libredis_rl.so}"
+if [ ! -f "$module" ]; then
+  echo "clients/node: no module at $module: run 'cargo build --release' at the top, or set RL_MODULE" >&2
+  exit 1
+fi
+command -v "${RL_SERVER:-redis-server}" >/dev/null || { echo "clients/node: ${RL_SERVER:-redis-server} not found" >&2; exit 1; }
+command -v redis-cli >/dev/null || { echo "clients/node: redis-cli not found (redis-tools)" >&2; exit 1; }
+
+# A hung test fails after 60 s instead of holding the run.
+exec node --test --test-reporter=spec --test-timeout=60000 test/*.test.js
