@@ -135,8 +135,14 @@ export async function movedCount(nodes) {
  * release); tests of those skip, saying so, on a module without them.
  */
 export async function features(port) {
-  const all = await rawCommand(port, 'RL.ALL 1 FIXED {probe}a 1 1 PEEK');
-  const reset = await rawCommand(port, 'RL.FIXED {probe}b 1 1 RESET');
+  // In a cluster the probe key may live on another node: follow one MOVED.
+  const ask = async (line) => {
+    const reply = await rawCommand(port, line);
+    const moved = /^-MOVED \d+ [\d.]+:(\d+)/.exec(reply);
+    return moved ? rawCommand(Number(moved[1]), line) : reply;
+  };
+  const all = await ask('RL.ALL 1 FIXED {probe}a 1 1 PEEK');
+  const reset = await ask('RL.FIXED {probe}b 1 1 RESET');
   return {
     all: !all.startsWith('-ERR unknown command'),
     refundReset: !reset.startsWith('-ERR syntax error'),
