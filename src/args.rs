@@ -4,6 +4,7 @@
 //! Everything is validated here, before a command touches a key, so that a bad
 //! argument can never leave a half-done write behind.
 
+use crate::algo::{Algorithm, Mode, Spec};
 use crate::error::{Error, Result};
 
 /// Largest `limit`, `COST` and `BURST`. Far beyond any real budget, and small enough
@@ -58,15 +59,11 @@ impl Window {
 
 /// The parsed arguments of one limiter call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimiterArgs {
-    pub limit: u64,
-    pub window: Window,
-    pub cost: u64,
+pub struct Request {
+    pub spec: Spec,
     /// Explicit decision time in unix microseconds; `None` means the server clock.
     pub now: Option<u64>,
-    pub peek: bool,
-    /// Only accepted by commands that allow it (GCRA).
-    pub burst: Option<u64>,
+    pub mode: Mode,
 }
 
 /// Parses `<limit> <window> [options...]` (the arguments after the key).
@@ -74,56 +71,168 @@ pub fn parse_limiter(
     command: &'static str,
     args: &[&[u8]],
     accepts_burst: bool,
-) -> Result<LimiterArgs> {
+) -> Result<Request> {
     let (limit, window, options) = match args {
         [limit, window, options @ ..] => (limit, window, options),
         _ => return Err(Error::WrongArity(command)),
     };
-    let limit = parse_amount("limit", limit)?;
-    let window = parse_window(window)?;
-
+    let mut spec = parse_spec(limit, window)?;
     let mut cost = None;
     let mut now = None;
-    let mut peek = false;
-    let mut burst = None;
+    let mut mode = None;
     let mut rest = options.iter();
     while let Some(option) = rest.next() {
-        let name = option_name(option, accepts_burst)?;
+        let name = keyword(option)
+            .filter(|&name| name != "BURST" || accepts_burst)
+            .ok_or_else(|| unknown(option))?;
         let mut value = || rest.next().ok_or(Error::MissingValue(name));
         match name {
             "COST" => set_once(&mut cost, name, parse_amount("COST", value()?)?)?,
+            "BURST" => set_once(&mut spec.burst, name, parse_amount("BURST", value()?)?)?,
             "NOW" => set_once(&mut now, name, parse_now(value()?)?)?,
-            "BURST" => set_once(&mut burst, name, parse_amount("BURST", value()?)?)?,
-            _ => {
-                if peek {
-                    return Err(Error::RepeatedOption(name));
-                }
-                peek = true;
-            }
+            _ => set_mode(&mut mode, name)?,
         }
     }
-    Ok(LimiterArgs {
-        limit,
-        window,
-        cost: cost.unwrap_or(1),
+    spec.cost = cost.unwrap_or(1);
+    Ok(Request {
+        spec,
         now,
-        peek,
-        burst,
+        mode: mode.unwrap_or(Mode::Spend),
     })
 }
 
-/// Matches an option keyword case-insensitively, as Redis does for its own options.
-fn option_name(option: &[u8], accepts_burst: bool) -> Result<&'static str> {
-    let known: &[&'static str] = if accepts_burst {
-        &["COST", "NOW", "PEEK", "BURST"]
-    } else {
-        &["COST", "NOW", "PEEK"]
+fn parse_spec(limit: &[u8], window: &[u8]) -> Result<Spec> {
+    Ok(Spec {
+        limit: parse_amount("limit", limit)?,
+        window: parse_window(window)?,
+        cost: 1,
+        burst: None,
+    })
+}
+
+/// PEEK, REFUND and RESET: at most one of them.
+fn set_mode(mode: &mut Option<Mode>, name: &'static str) -> Result<()> {
+    let new = match name {
+        "PEEK" => Mode::Peek,
+        "REFUND" => Mode::Refund,
+        _ => Mode::Reset,
     };
-    known
-        .iter()
+    match *mode {
+        None => {
+            *mode = Some(new);
+            Ok(())
+        }
+        Some(old) if old == new => Err(Error::RepeatedOption(name)),
+        Some(_) => Err(Error::ConflictingModes),
+    }
+}
+
+/// The most limits one RL.ALL call may check: each is a few keys opened and up to
+/// MAX_LOG_COST members added, so the call's work stays bounded.
+pub const MAX_LIMITS: u64 = 16;
+
+/// One limit of an RL.ALL call.
+#[derive(Clone, Copy)]
+pub struct LimitArgs {
+    pub algorithm: &'static dyn Algorithm,
+    /// Position of its key among the arguments given to `parse_all`.
+    pub key: usize,
+    pub spec: Spec,
+}
+
+/// `RL.ALL <numlimits> <algo> <key> <limit> <window> [BURST b] [COST n] ... [NOW t]
+/// [PEEK|REFUND|RESET]`, the arguments after the command name. `algorithm` finds an
+/// algorithm by its name.
+pub fn parse_all(
+    args: &[&[u8]],
+    algorithm: impl Fn(&[u8]) -> Option<&'static dyn Algorithm>,
+) -> Result<(Vec<LimitArgs>, Option<u64>, Mode)> {
+    let Some((count, _)) = args.split_first() else {
+        return Err(Error::WrongArity("rl.all"));
+    };
+    let count = match parse_u64(count) {
+        Some(n) if (1..=MAX_LIMITS).contains(&n) => n,
+        _ => return Err(Error::BadLimitCount(MAX_LIMITS)),
+    };
+    let mut limits = Vec::new();
+    let mut at = 1;
+    let word = |i: usize| args.get(i).copied();
+    while (limits.len() as u64) < count {
+        let (Some(name), Some(_key), Some(limit), Some(window)) =
+            (word(at), word(at + 1), word(at + 2), word(at + 3))
+        else {
+            return Err(Error::WrongArity("rl.all"));
+        };
+        let algorithm = algorithm(name).ok_or_else(|| Error::UnknownAlgorithm(lossy(name)))?;
+        let mut spec = parse_spec(limit, window)?;
+        let key = at + 1;
+        at += 4;
+        let mut cost = None;
+        while let Some(option) = word(at) {
+            let name = match keyword(option) {
+                Some(name @ ("COST" | "BURST")) => name,
+                _ => break,
+            };
+            if name == "BURST" && !algorithm.accepts_burst() {
+                return Err(unknown(option));
+            }
+            let value = word(at + 1).ok_or(Error::MissingValue(name))?;
+            let value = parse_amount(name, value)?;
+            if name == "COST" {
+                set_once(&mut cost, name, value)?;
+            } else {
+                set_once(&mut spec.burst, name, value)?;
+            }
+            at += 2;
+        }
+        spec.cost = cost.unwrap_or(1);
+        limits.push(LimitArgs {
+            algorithm,
+            key,
+            spec,
+        });
+    }
+    let mut now = None;
+    let mut mode = None;
+    while let Some(option) = word(at) {
+        let name = keyword(option).ok_or_else(|| unknown(option))?;
+        if matches!(name, "COST" | "BURST") {
+            return Err(Error::OptionAfterLimits(name));
+        }
+        if name == "NOW" {
+            set_once(
+                &mut now,
+                name,
+                parse_now(word(at + 1).ok_or(Error::MissingValue(name))?)?,
+            )?;
+            at += 2;
+        } else {
+            set_mode(&mut mode, name)?;
+            at += 1;
+        }
+    }
+    for (i, a) in limits.iter().enumerate() {
+        let same = |b: &LimitArgs| word(b.key) == word(a.key);
+        if limits.iter().skip(i + 1).any(same) {
+            return Err(Error::DuplicateKey(lossy(word(a.key).unwrap_or_default())));
+        }
+    }
+    Ok((limits, now, mode.unwrap_or(Mode::Spend)))
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// An option keyword, matched case-insensitively as Redis matches its own options.
+fn keyword(option: &[u8]) -> Option<&'static str> {
+    ["COST", "NOW", "PEEK", "REFUND", "RESET", "BURST"]
+        .into_iter()
         .find(|name| option.eq_ignore_ascii_case(name.as_bytes()))
-        .copied()
-        .ok_or_else(|| Error::UnknownOption(String::from_utf8_lossy(option).into_owned()))
+}
+
+fn unknown(option: &[u8]) -> Error {
+    Error::UnknownOption(lossy(option))
 }
 
 fn set_once<T>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<()> {
@@ -218,7 +327,7 @@ pub fn parse_now(bytes: &[u8]) -> Result<u64> {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<LimiterArgs> {
+    fn parse(args: &[&str]) -> Result<Request> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         parse_limiter("rl.test", &bytes, false)
     }
@@ -228,11 +337,11 @@ mod tests {
     #[test]
     fn defaults() -> Result<()> {
         let a = parse(&["10", "60"])?;
-        assert_eq!(a.limit, 10);
-        assert_eq!(a.window.ms(), 60_000);
-        assert_eq!(a.cost, 1);
+        assert_eq!(a.spec.limit, 10);
+        assert_eq!(a.spec.window.ms(), 60_000);
+        assert_eq!(a.spec.cost, 1);
         assert_eq!(a.now, None);
-        assert!(!a.peek);
+        assert_eq!(a.mode, Mode::Spend);
         Ok(())
     }
 
@@ -271,9 +380,9 @@ mod tests {
     #[test]
     fn options_in_any_order_and_case() -> Result<()> {
         let a = parse(&["10", "1s", "peek", "now", NOW, "Cost", "3"])?;
-        assert_eq!(a.cost, 3);
+        assert_eq!(a.spec.cost, 3);
         assert_eq!(a.now, Some(1_764_480_000_000_000));
-        assert!(a.peek);
+        assert_eq!(a.mode, Mode::Peek);
         Ok(())
     }
 
@@ -363,6 +472,106 @@ mod tests {
             "1.0",
         ] {
             assert_eq!(parse_counter(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
+
+    fn algorithm(name: &[u8]) -> Option<&'static dyn Algorithm> {
+        const ALGORITHMS: [&dyn Algorithm; 4] = [
+            &crate::algo::fixed::Fixed,
+            &crate::algo::slidecount::SlideCount,
+            &crate::algo::slidelog::SlideLog,
+            &crate::algo::gcra::Gcra,
+        ];
+        ALGORITHMS
+            .into_iter()
+            .find(|a| name.eq_ignore_ascii_case(a.name().as_bytes()))
+    }
+
+    fn all(args: &str) -> Result<(Vec<LimitArgs>, Option<u64>, Mode)> {
+        let words: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
+        parse_all(&words, algorithm)
+    }
+
+    #[test]
+    fn modes_exclude_each_other() {
+        assert_eq!(
+            parse(&["10", "1s", "refund"]).map(|a| a.mode),
+            Ok(Mode::Refund)
+        );
+        assert_eq!(
+            parse(&["10", "1s", "RESET"]).map(|a| a.mode),
+            Ok(Mode::Reset)
+        );
+        assert_eq!(
+            parse(&["10", "1s", "PEEK", "RESET"]),
+            Err(Error::ConflictingModes)
+        );
+        assert_eq!(
+            parse(&["10", "1s", "REFUND", "REFUND"]),
+            Err(Error::RepeatedOption("REFUND"))
+        );
+    }
+
+    #[test]
+    fn all_parses_limits_with_their_own_options() -> Result<()> {
+        let (limits, now, mode) =
+            all("3 fixed {u}:s 10 1s COST 2 gcra {u}:g 5 1 burst 2 Cost 3 SLIDELOG {u}:l 7 60 NOW 1764480000000000 PEEK")?;
+        assert_eq!(now, Some(1_764_480_000_000_000));
+        assert_eq!(mode, Mode::Peek);
+        let summary: Vec<_> = limits
+            .iter()
+            .map(|l| {
+                (
+                    l.algorithm.name(),
+                    l.key,
+                    l.spec.limit,
+                    l.spec.cost,
+                    l.spec.burst,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("FIXED", 2, 10, 2, None),
+                ("GCRA", 8, 5, 3, Some(2)),
+                ("SLIDELOG", 16, 7, 1, None),
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn all_refuses_every_malformed_part() {
+        for (args, error) in [
+            ("0 fixed k 1 1", Error::BadLimitCount(MAX_LIMITS)),
+            ("17 fixed k 1 1", Error::BadLimitCount(MAX_LIMITS)),
+            ("x", Error::BadLimitCount(MAX_LIMITS)),
+            ("2 fixed k 1 1", Error::WrongArity("rl.all")),
+            ("1 fixed k 1", Error::WrongArity("rl.all")),
+            ("1 token k 1 1", Error::UnknownAlgorithm("token".into())),
+            (
+                "1 fixed k 1 1 BURST 2",
+                Error::UnknownOption("BURST".into()),
+            ),
+            ("1 fixed k 1 1 COST", Error::MissingValue("COST")),
+            ("1 fixed k 1 1 COST 1 COST 1", Error::RepeatedOption("COST")),
+            (
+                "1 fixed k 1 1 NOW 1764480000000000 COST 1",
+                Error::OptionAfterLimits("COST"),
+            ),
+            ("1 fixed k 1 1 PEEK REFUND", Error::ConflictingModes),
+            ("1 fixed k 1 1 FOO", Error::UnknownOption("FOO".into())),
+            ("2 fixed k 1 1 gcra k 1 1", Error::DuplicateKey("k".into())),
+            (
+                "1 fixed k 0 1",
+                Error::NotPositive {
+                    name: "limit",
+                    max: MAX_AMOUNT,
+                },
+            ),
+        ] {
+            assert_eq!(all(args).err(), Some(error), "{args}");
         }
     }
 }

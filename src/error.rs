@@ -36,6 +36,23 @@ pub enum Error {
     #[error("ERR syntax error: {0} needs a value")]
     MissingValue(&'static str),
 
+    #[error("ERR syntax error: PEEK, REFUND and RESET exclude each other")]
+    ConflictingModes,
+
+    #[error("ERR RL.ALL needs a number of limits from 1 to {0}")]
+    BadLimitCount(u64),
+
+    #[error("ERR RL.ALL: unknown algorithm '{0}' (SLIDELOG, SLIDECOUNT, FIXED or GCRA)")]
+    UnknownAlgorithm(String),
+
+    #[error(
+        "ERR syntax error: {0} belongs to a limit and must come before NOW, PEEK, REFUND or RESET"
+    )]
+    OptionAfterLimits(&'static str),
+
+    #[error("ERR RL.ALL: key '{0}' is used by more than one limit")]
+    DuplicateKey(String),
+
     #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
     WrongType,
 
@@ -74,6 +91,9 @@ pub enum Error {
 
     #[error("ERR rl internal error: {0}")]
     Internal(&'static str),
+
+    #[error("ERR rl internal error, nothing was written after it: {0}")]
+    Panic(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

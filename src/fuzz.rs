@@ -9,7 +9,10 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 
 use crate::algo::slidelog::tests::VecLog;
 use crate::algo::{fixed, gcra, slidecount, slidelog, Decision};
-use crate::args::{parse_counter, parse_limiter, parse_window, Window, MAX_AMOUNT};
+use crate::algo::{Spec, Stored};
+use crate::args::{
+    parse_all, parse_counter, parse_limiter, parse_window, Window, MAX_AMOUNT, MAX_LIMITS,
+};
 use crate::layout::{counter_key, fixed_window_name, has_hash_tag, log_member};
 use crate::pseudonym::{canonical_identity, pseudonym};
 
@@ -28,6 +31,14 @@ fn seed() -> u64 {
 }
 
 const WORDS: &[&str] = &[
+    "1",
+    "2",
+    "fixed",
+    "SLIDELOG",
+    "slidecount",
+    "gcra",
+    "REFUND",
+    "reset",
     "COST",
     "NOW",
     "PEEK",
@@ -132,8 +143,15 @@ fn parsing_never_panics() {
         let args: Vec<Vec<u8>> = (0..n).map(|_| token(&mut rng)).collect();
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         if let Ok(a) = parse_limiter("rl.fuzz", &refs, rng.gen()) {
-            assert!((1..=MAX_AMOUNT).contains(&a.limit) && (1..=MAX_AMOUNT).contains(&a.cost));
-            assert!(a.window.ms() >= 1);
+            let spec = a.spec;
+            assert!(
+                (1..=MAX_AMOUNT).contains(&spec.limit) && (1..=MAX_AMOUNT).contains(&spec.cost)
+            );
+            assert!(spec.window.ms() >= 1);
+        }
+        if let Ok((limits, _, _)) = parse_all(&refs, crate::commands::algorithm) {
+            assert!(!limits.is_empty() && limits.len() as u64 <= MAX_LIMITS);
+            assert!(limits.iter().all(|l| l.key < refs.len()));
         }
         let one = token(&mut rng);
         let _ = parse_window(&one);
@@ -200,6 +218,71 @@ fn decisions_never_panic_and_stay_consistent() {
         // 64 bits (an absurd BURST × window); the command then answers an overflow error.
         if !d.allowed {
             assert!(new_tat.is_none());
+        }
+    }
+}
+
+/// Every algorithm of the command table, through the engine's interface: arbitrary
+/// stored state never panics, decisions stay consistent, and the writes asked for
+/// name the algorithm's own keys.
+#[test]
+fn every_algorithm_of_the_table_decides_and_writes_consistently() {
+    let mut rng = StdRng::seed_from_u64(seed() ^ 2);
+    let algorithms: Vec<_> = crate::commands::COMMANDS
+        .iter()
+        .filter_map(|c| c.algorithm)
+        .collect();
+    assert_eq!(algorithms.len(), 4);
+    for _ in 0..cases() / 4 {
+        for &a in &algorithms {
+            let spec = Spec {
+                limit: amount(&mut rng),
+                window: any_window(&mut rng),
+                cost: amount(&mut rng),
+                burst: (a.accepts_burst() && rng.gen()).then(|| amount(&mut rng)),
+            };
+            if a.check(&spec).is_err() {
+                continue;
+            }
+            let now = any_now(&mut rng);
+            let keys = a.keys(&spec, now);
+            let entries: Vec<i64> = (0..rng.gen_range(0..4)).map(|_| rng.gen()).collect();
+            let log = VecLog::in_window(&entries, now, spec.window);
+            let stored: Vec<Stored> = keys
+                .iter()
+                .flatten()
+                .map(|k| match k.kind {
+                    crate::algo::KeyKind::Integer => {
+                        Stored::Integer(rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1))
+                    }
+                    crate::algo::KeyKind::Log => Stored::Log(&log),
+                })
+                .collect();
+            let d = a.decide(&stored, &spec, now);
+            check(d, spec.burst.unwrap_or(spec.limit), spec.cost);
+            let writes = if d.allowed {
+                a.spend(&stored, &spec, now)
+            } else {
+                Ok(a.deny(&stored, &spec, now))
+            };
+            for w in [writes, a.refund(&stored, &spec, now)]
+                .into_iter()
+                .flatten()
+            {
+                for write in w.iter().flatten() {
+                    let key = match *write {
+                        crate::algo::Write::IncrBy { key, .. }
+                        | crate::algo::Write::DecrBy { key, .. }
+                        | crate::algo::Write::SetExpiring { key, .. }
+                        | crate::algo::Write::Trim { key, .. }
+                        | crate::algo::Write::Add { key, .. }
+                        | crate::algo::Write::Expire { key, .. }
+                        | crate::algo::Write::RemoveNewest { key, .. }
+                        | crate::algo::Write::Delete { key } => key,
+                    };
+                    assert!(key < stored.len(), "{} writes key {key}", a.name());
+                }
+            }
         }
     }
 }

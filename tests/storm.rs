@@ -805,12 +805,16 @@ fn check_reply(
         Expect::Valid { tracked: i, .. } => command_index(tracked[*i].algo.command().as_bytes()),
         Expect::Error { .. } => command_index(&args[0]),
     };
-    if let Some(i) = command {
+    // Redis itself refuses a wrong number of arguments (the commands declare their
+    // arity), before the module sees the call.
+    let refused_by_redis = matches!(reply, Value::ServerError(e)
+        if e.details().is_some_and(|d| d.starts_with("wrong number of arguments")));
+    if let Some(i) = command.filter(|_| !refused_by_redis) {
         counts[i].calls += 1;
     }
     match reply {
         Value::ServerError(e) => {
-            if let Some(i) = command {
+            if let Some(i) = command.filter(|_| !refused_by_redis) {
                 counts[i].errors += 1;
             }
             let code = e.code();

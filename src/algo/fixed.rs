@@ -1,8 +1,13 @@
 //! Fixed window: one counter per clock-aligned window. Cheap, and it lets a caller
 //! spend two budgets back to back across a boundary; it is here as the baseline.
 
-use super::{ceil_ms, remaining, retry_ms, Decision};
+use super::{
+    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
+    Stored, Write, Writes, NO_WRITES,
+};
 use crate::args::Window;
+use crate::error::Result;
+use crate::layout::fixed_window_name;
 
 /// Start of the window holding `now` (all in microseconds).
 pub fn window_start(now: u64, window: Window) -> u64 {
@@ -37,6 +42,63 @@ pub fn decide(count: u64, limit: u64, cost: u64, window: Window, now: u64) -> De
         } else {
             ceil_ms(until_next)
         },
+    }
+}
+
+/// RL.FIXED: `<key>:<window start>`.
+pub struct Fixed;
+
+impl Algorithm for Fixed {
+    fn name(&self) -> &'static str {
+        "FIXED"
+    }
+
+    fn keys(&self, spec: &Spec, now: u64) -> Keys {
+        let start = fixed_window_name(window_start(now, spec.window), spec.window);
+        [
+            Some(KeyUse {
+                name: KeyName::Derived(start),
+                kind: KeyKind::Integer,
+                written: true,
+            }),
+            None,
+        ]
+    }
+
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
+        let count = stored.first().and_then(Stored::integer).unwrap_or(0);
+        decide(count, spec.limit, spec.cost, spec.window, now)
+    }
+
+    fn spend(&self, _stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {
+        Ok(counter_spend(spec))
+    }
+
+    fn refund(&self, stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {
+        Ok(counter_refund(stored, spec))
+    }
+}
+
+/// INCRBY the current window's counter (key 0), with the scripts' TTL of two windows
+/// when that creates it.
+pub fn counter_spend(spec: &Spec) -> Writes {
+    [
+        Some(Write::IncrBy {
+            key: 0,
+            by: spec.cost,
+            ttl_ms: spec.window.ms().saturating_mul(2),
+        }),
+        None,
+        None,
+    ]
+}
+
+/// Lowers the current window's counter (key 0) by the cost, not below 0.
+pub fn counter_refund(stored: &[Stored], spec: &Spec) -> Writes {
+    let value = stored.first().and_then(Stored::integer).unwrap_or(0);
+    match value.min(spec.cost) {
+        0 => NO_WRITES,
+        by => [Some(Write::DecrBy { key: 0, by }), None, None],
     }
 }
 

@@ -12,8 +12,12 @@
 //! rounded-down and rounded-up interval whose sum never strays more than 1 µs from the
 //! exact one, however long the run.
 
-use super::{ceil_ms, retry_ms, Decision};
+use super::{
+    ceil_ms, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec, Stored, Write,
+    Writes, NO_WRITES,
+};
 use crate::args::Window;
+use crate::error::{Error, Result};
 
 /// The limiter's rate: `limit` units per `window`, `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +45,29 @@ impl Rate {
     pub fn advance(self, from: u64, units: u64) -> u128 {
         let j = u128::from(from) * self.l() / self.w();
         u128::from(from) + self.lattice(j + u128::from(units)) - self.lattice(j)
+    }
+
+    /// The time `units` emission intervals before `to`: the inverse of `advance`, so
+    /// that a refund puts the TAT back exactly where the spending call found it.
+    pub fn retreat(self, to: u64, units: u64) -> u128 {
+        let to = u128::from(to);
+        let units = u128::from(units);
+        let j = to * self.l() / self.w();
+        // `advance` from a point in lattice cell k lands in cell k + units or the one
+        // after: try both cells, the later start first (it gives back less).
+        for k in [j.checked_sub(units), j.checked_sub(units + 1)]
+            .into_iter()
+            .flatten()
+        {
+            let step = self.lattice(k + units) - self.lattice(k);
+            if let Some(from) = to.checked_sub(step) {
+                if from * self.l() / self.w() == k {
+                    return from;
+                }
+            }
+        }
+        // Not a TAT one advance of `units` made: step back without the lattice.
+        to.saturating_sub(units * self.w() / self.l())
     }
 
     /// How far ahead of now the TAT may be: `burst` intervals, rounded up to the µs.
@@ -115,6 +142,90 @@ fn remaining(rate: Rate, tat: u128, now: u64) -> u64 {
 /// The TAT is worth keeping until it is reached: then the limiter is at full budget.
 pub fn ttl_us(tat: u64, now: u64) -> u64 {
     tat.saturating_sub(now)
+}
+
+/// RL.GCRA: one string at the key holding the TAT.
+pub struct Gcra;
+
+fn rate(spec: &Spec) -> Rate {
+    Rate {
+        limit: spec.limit,
+        window: spec.window,
+        burst: spec.burst.unwrap_or(spec.limit),
+    }
+}
+
+fn tat(stored: &[Stored]) -> Option<u64> {
+    stored.first().and_then(Stored::integer)
+}
+
+/// Stores `value` as the TAT, expiring when it is reached.
+fn store(value: u128, now: u64) -> Result<Writes> {
+    let value = u64::try_from(value)
+        .ok()
+        .filter(|&v| i64::try_from(v).is_ok())
+        .ok_or(Error::TatOverflow)?;
+    Ok([
+        Some(Write::SetExpiring {
+            key: 0,
+            value,
+            ttl_us: ttl_us(value, now),
+        }),
+        None,
+        None,
+    ])
+}
+
+impl Algorithm for Gcra {
+    fn name(&self) -> &'static str {
+        "GCRA"
+    }
+
+    fn accepts_burst(&self) -> bool {
+        true
+    }
+
+    /// The TAT is stored in whole microseconds, so an emission interval below 1 µs
+    /// could not be represented: bursts and costs would be spent a microsecond at once.
+    fn check(&self, spec: &Spec) -> Result<()> {
+        if spec.limit > spec.window.us() {
+            return Err(Error::RateTooHigh(spec.window.us()));
+        }
+        Ok(())
+    }
+
+    fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
+        [
+            Some(KeyUse {
+                name: KeyName::Base,
+                kind: KeyKind::Integer,
+                written: true,
+            }),
+            None,
+        ]
+    }
+
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
+        decide(tat(stored), rate(spec), spec.cost, now).0
+    }
+
+    fn spend(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
+        let (_, new_tat) = decide(tat(stored), rate(spec), spec.cost, now);
+        store(u128::from(new_tat.ok_or(Error::TatOverflow)?), now)
+    }
+
+    /// Moves the TAT back by `cost` intervals, not before now; a TAT at or before
+    /// now is a full budget, so the key goes.
+    fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
+        let Some(tat) = tat(stored).filter(|&t| t > now) else {
+            return Ok(NO_WRITES);
+        };
+        let back = rate(spec).retreat(tat, spec.cost);
+        if back <= u128::from(now) {
+            return Ok([Some(Write::Delete { key: 0 }), None, None]);
+        }
+        store(back, now)
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,9 @@ pub mod gcra;
 pub mod slidecount;
 pub mod slidelog;
 
+use crate::args::Window;
+use crate::error::Result;
+
 /// What every limiter command replies, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
@@ -35,4 +38,188 @@ pub fn retry_ms(wait_us: u128) -> i64 {
 /// The remaining budget once `used` units count against `limit`.
 pub fn remaining(limit: u64, used: u128) -> u64 {
     u64::try_from(u128::from(limit).saturating_sub(used)).unwrap_or(0)
+}
+
+/// One limit as a caller states it: `<limit> <window> [BURST b] [COST n]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub limit: u64,
+    pub window: Window,
+    pub cost: u64,
+    /// Only accepted by algorithms that have it (GCRA).
+    pub burst: Option<u64>,
+}
+
+/// What a call does besides deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Spend `cost` if admitted.
+    Spend,
+    /// Decide only; write nothing.
+    Peek,
+    /// Give `cost` back, then decide as a PEEK.
+    Refund,
+    /// Clear the state, then decide as a PEEK.
+    Reset,
+}
+
+/// Where a limiter keeps one piece of its state: the key it was given, or
+/// `<key>:<n>` (a window counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyName {
+    Base,
+    Derived(u64),
+}
+
+/// What a key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// A string holding a non-negative integer, as INCRBY keeps one.
+    Integer,
+    /// A sorted set of timestamps.
+    Log,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyUse {
+    pub name: KeyName,
+    pub kind: KeyKind,
+    /// Whether spending, refunding or resetting may write it (else it is only read).
+    pub written: bool,
+}
+
+/// The keys of one limiter call: one or two.
+pub type Keys = [Option<KeyUse>; 2];
+
+/// What one key holds, as the engine read it.
+#[derive(Clone, Copy)]
+pub enum Stored<'a> {
+    Integer(Option<u64>),
+    Log(&'a dyn slidelog::Log),
+}
+
+impl Stored<'_> {
+    pub fn integer(&self) -> Option<u64> {
+        match self {
+            Stored::Integer(n) => *n,
+            Stored::Log(_) => None,
+        }
+    }
+}
+
+/// One write a decision asks for, on the call's key number `key`. The engine
+/// applies it, replicates it as core commands with absolute times, and fires the
+/// keyspace events the scripts' commands would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// INCRBY; a TTL when this creates the counter.
+    IncrBy { key: usize, by: u64, ttl_ms: u64 },
+    /// DECRBY, never below 0 (`by` is at most the value).
+    DecrBy { key: usize, by: u64 },
+    /// SET to an integer, expiring `ttl_us` from the decision time.
+    SetExpiring { key: usize, value: u64, ttl_us: u64 },
+    /// Remove log entries at or below `cutoff`.
+    Trim { key: usize, cutoff: u64 },
+    /// Add `count` log entries at `at`.
+    Add { key: usize, at: u64, count: u64 },
+    /// PEXPIRE, if the key exists.
+    Expire { key: usize, ttl_ms: u64 },
+    /// Remove the `count` newest log entries above `cutoff`.
+    RemoveNewest { key: usize, count: u64, cutoff: u64 },
+    /// DEL, if the key exists.
+    Delete { key: usize },
+}
+
+/// At most three writes per limit: a small array, no allocation per call.
+pub type Writes = [Option<Write>; 3];
+
+pub const NO_WRITES: Writes = [None, None, None];
+
+/// A rate-limiting algorithm: which keys it uses, and a pure decision over what they
+/// hold. Reading, writing, replicating and notifying are the engine's, the same for
+/// every algorithm, so that RL.ALL, REFUND and RESET are written once.
+pub trait Algorithm: Sync {
+    /// As written in RL.ALL (and in `RL.<NAME>`).
+    fn name(&self) -> &'static str;
+
+    fn accepts_burst(&self) -> bool {
+        false
+    }
+
+    /// Checks of the arguments beyond what every limiter accepts.
+    fn check(&self, _spec: &Spec) -> Result<()> {
+        Ok(())
+    }
+
+    fn keys(&self, spec: &Spec, now: u64) -> Keys;
+
+    /// The decision on the state `stored` (one entry per key of `keys`).
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision;
+
+    /// The writes of an admitted, spending call.
+    fn spend(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes>;
+
+    /// The writes of a denied call that is not a PEEK (the log script still trims and
+    /// refreshes its TTL).
+    fn deny(&self, _stored: &[Stored], _spec: &Spec, _now: u64) -> Writes {
+        NO_WRITES
+    }
+
+    /// The writes that give `spec.cost` back.
+    fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes>;
+}
+
+/// RL.ALL's first four integers from the per-limit decisions: admitted only if
+/// every limit admits; the tightest remaining; the longest wait (-1 if any limit can
+/// never admit); the longest reset.
+pub fn aggregate(decisions: &[Decision]) -> Decision {
+    let allowed = decisions.iter().all(|d| d.allowed);
+    let retry_after_ms = if allowed {
+        0
+    } else {
+        decisions
+            .iter()
+            .filter(|d| !d.allowed)
+            .map(|d| d.retry_after_ms)
+            .try_fold(0, |max, r| (r >= 0).then_some(max.max(r)))
+            .unwrap_or(-1)
+    };
+    Decision {
+        allowed,
+        remaining: decisions.iter().map(|d| d.remaining).min().unwrap_or(0),
+        retry_after_ms,
+        reset_after_ms: decisions
+            .iter()
+            .map(|d| d.reset_after_ms)
+            .max()
+            .unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(allowed: bool, remaining: u64, retry: i64, reset: u64) -> Decision {
+        Decision {
+            allowed,
+            remaining,
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+        }
+    }
+
+    #[test]
+    fn aggregate_takes_the_tightest_limit() {
+        let all = aggregate(&[d(true, 5, 0, 100), d(true, 2, 0, 900)]);
+        assert_eq!(all, d(true, 2, 0, 900));
+        let one_denies = aggregate(&[
+            d(true, 5, 0, 100),
+            d(false, 0, 300, 400),
+            d(false, 1, 200, 50),
+        ]);
+        assert_eq!(one_denies, d(false, 0, 300, 400));
+        let never = aggregate(&[d(false, 0, 300, 400), d(false, 3, -1, 0), d(true, 1, 0, 10)]);
+        assert_eq!(never, d(false, 0, -1, 400));
+    }
 }

@@ -4,8 +4,13 @@
 //! estimated = current + floor(previous * (window - elapsed) / window), in integers,
 //! where the seed script used a float ratio.
 
-use super::{ceil_ms, remaining, retry_ms, Decision};
+use super::fixed::{counter_refund, counter_spend};
+use super::{
+    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
+    Stored, Writes,
+};
 use crate::args::Window;
+use crate::error::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
@@ -76,6 +81,46 @@ pub fn decide(c: Counters, limit: u64, cost: u64, window: Window, now: u64) -> D
         remaining: remaining(limit, used_after),
         retry_after_ms,
         reset_after_ms: ceil_ms(wait_until_at_most(after, window, now, 0)),
+    }
+}
+
+/// RL.SLIDECOUNT: `<key>:<i>` (written) and `<key>:<i-1>` (only read).
+pub struct SlideCount;
+
+impl Algorithm for SlideCount {
+    fn name(&self) -> &'static str {
+        "SLIDECOUNT"
+    }
+
+    fn keys(&self, spec: &Spec, now: u64) -> Keys {
+        let i = window_index(now, spec.window);
+        let counter = |n, written| KeyUse {
+            name: KeyName::Derived(n),
+            kind: KeyKind::Integer,
+            written,
+        };
+        // Window 0 (the epoch's) has no previous window.
+        [
+            Some(counter(i, true)),
+            i.checked_sub(1).map(|p| counter(p, false)),
+        ]
+    }
+
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
+        let value = |i: usize| stored.get(i).and_then(Stored::integer).unwrap_or(0);
+        let counters = Counters {
+            current: value(0),
+            previous: value(1),
+        };
+        decide(counters, spec.limit, spec.cost, spec.window, now)
+    }
+
+    fn spend(&self, _stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {
+        Ok(counter_spend(spec))
+    }
+
+    fn refund(&self, stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {
+        Ok(counter_refund(stored, spec))
     }
 }
 

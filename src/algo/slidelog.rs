@@ -3,8 +3,18 @@
 //! An entry is inside the window while its timestamp is greater than `now - window`;
 //! an entry exactly `window` old is gone (the scripts' `ZREMRANGEBYSCORE 0 now-window`).
 
-use super::{ceil_ms, remaining, retry_ms, Decision};
+use super::{
+    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
+    Stored, Write, Writes, NO_WRITES,
+};
 use crate::args::Window;
+use crate::error::{Error, Result};
+
+/// A log's size is bounded so that no single call adds or scans an unbounded set.
+pub const MAX_LOG_LIMIT: u64 = 1_000_000;
+
+/// Each unit of COST is one member added in the call, so COST is bounded too.
+pub const MAX_LOG_COST: u64 = 1_000;
 
 /// The entries of a log that are still inside the window, oldest first.
 pub trait Log {
@@ -19,7 +29,13 @@ pub fn cutoff(now: u64, window: Window) -> u64 {
     now.saturating_sub(window.us())
 }
 
-pub fn decide(log: &impl Log, limit: u64, cost: u64, window: Window, now: u64) -> Decision {
+pub fn decide(
+    log: &(impl Log + ?Sized),
+    limit: u64,
+    cost: u64,
+    window: Window,
+    now: u64,
+) -> Decision {
     let count = log.count();
     let used = u128::from(count);
     let allowed = used + u128::from(cost) <= u128::from(limit);
@@ -60,6 +76,119 @@ pub fn decide(log: &impl Log, limit: u64, cost: u64, window: Window, now: u64) -
 
 fn now_i64(now: u64) -> i64 {
     i64::try_from(now).unwrap_or(i64::MAX)
+}
+
+/// A log with no entries: the state of a missing key.
+pub struct EmptyLog;
+
+impl Log for EmptyLog {
+    fn count(&self) -> u64 {
+        0
+    }
+    fn nth_oldest(&self, _n: u64) -> Option<i64> {
+        None
+    }
+    fn newest(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// RL.SLIDELOG: the sorted set at the key, as the script keeps it.
+pub struct SlideLog;
+
+impl SlideLog {
+    fn log<'a>(stored: &'a [Stored<'a>]) -> &'a dyn Log {
+        match stored.first() {
+            Some(Stored::Log(log)) => *log,
+            _ => &EmptyLog,
+        }
+    }
+}
+
+impl Algorithm for SlideLog {
+    fn name(&self) -> &'static str {
+        "SLIDELOG"
+    }
+
+    fn check(&self, spec: &Spec) -> Result<()> {
+        if spec.limit > MAX_LOG_LIMIT {
+            return Err(Error::NotPositive {
+                name: "limit",
+                max: MAX_LOG_LIMIT,
+            });
+        }
+        if spec.cost > MAX_LOG_COST {
+            return Err(Error::NotPositive {
+                name: "COST",
+                max: MAX_LOG_COST,
+            });
+        }
+        Ok(())
+    }
+
+    fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
+        [
+            Some(KeyUse {
+                name: KeyName::Base,
+                kind: KeyKind::Log,
+                written: true,
+            }),
+            None,
+        ]
+    }
+
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
+        decide(Self::log(stored), spec.limit, spec.cost, spec.window, now)
+    }
+
+    /// The script's ZREMRANGEBYSCORE, ZADD and PEXPIRE.
+    fn spend(&self, _stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
+        Ok([
+            Some(Write::Trim {
+                key: 0,
+                cutoff: cutoff(now, spec.window),
+            }),
+            Some(Write::Add {
+                key: 0,
+                at: now,
+                count: spec.cost,
+            }),
+            Some(Write::Expire {
+                key: 0,
+                ttl_ms: spec.window.ms(),
+            }),
+        ])
+    }
+
+    /// The script trims and refreshes the TTL on a denial too.
+    fn deny(&self, _stored: &[Stored], spec: &Spec, now: u64) -> Writes {
+        [
+            Some(Write::Trim {
+                key: 0,
+                cutoff: cutoff(now, spec.window),
+            }),
+            Some(Write::Expire {
+                key: 0,
+                ttl_ms: spec.window.ms(),
+            }),
+            None,
+        ]
+    }
+
+    fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
+        if Self::log(stored).count() == 0 {
+            return Ok(NO_WRITES);
+        }
+        Ok([
+            Some(Write::RemoveNewest {
+                key: 0,
+                count: spec.cost,
+                cutoff: cutoff(now, spec.window),
+            }),
+            None,
+            None,
+        ])
+    }
 }
 
 #[cfg(test)]

@@ -11,12 +11,13 @@ use redis_module::raw;
 
 use super::acl::Caller;
 use super::key::{bytes, Ctx, RString};
-use super::stats::{Outcome, Stats};
-use crate::algo::Decision;
+use super::stats::Outcome;
+use crate::algo::{Decision, Mode};
+use crate::commands::Command;
 use crate::error::{Error, Result};
 
-/// More arguments than any command accepts: `<limit> <window>` and every option once
-/// is 9; RL.PSEUDONYM takes at most 6.
+/// More arguments than any single limiter command accepts: `<limit> <window>` and
+/// every option once is 9; RL.PSEUDONYM takes at most 6.
 pub const MAX_ARGS: usize = 12;
 
 pub struct Call<'a> {
@@ -32,6 +33,8 @@ pub struct Call<'a> {
 
 pub enum Reply {
     Decision(Decision),
+    /// RL.ALL: the aggregate, then one decision per limit.
+    All(Decision, Vec<Decision>),
     Bulk(Vec<u8>),
 }
 
@@ -63,6 +66,19 @@ impl Call<'_> {
         Ok(buf.get(..rest.len()).unwrap_or(&[]))
     }
 
+    /// Every argument after the command name, as byte strings.
+    pub fn all_args(&self) -> Vec<&[u8]> {
+        self.argv.iter().skip(1).map(|&s| bytes(s)).collect()
+    }
+
+    /// The argument at `index` (0 is the command name).
+    pub fn arg(&self, index: usize) -> RString {
+        self.argv
+            .get(index)
+            .copied()
+            .unwrap_or(std::ptr::null_mut())
+    }
+
     pub fn server_now_ms(&self) -> i64 {
         i64::try_from(self.server_now_us / 1000).unwrap_or(i64::MAX)
     }
@@ -76,10 +92,11 @@ impl Call<'_> {
         })
     }
 
-    /// Refuses a call that may write while Redis is over `maxmemory`. The commands
-    /// are not flagged deny-oom so that PEEK, which writes nothing, still answers.
-    pub fn check_memory(&self, peek: bool) -> Result<()> {
-        if !peek && self.flags() & raw::REDISMODULE_CTX_FLAGS_OOM != 0 {
+    /// Refuses a call that may add data while Redis is over `maxmemory`. The
+    /// commands are not flagged deny-oom so that PEEK, which writes nothing, and
+    /// REFUND and RESET, which only free memory, still answer.
+    pub fn check_memory(&self, mode: Mode) -> Result<()> {
+        if mode == Mode::Spend && self.flags() & raw::REDISMODULE_CTX_FLAGS_OOM != 0 {
             return Err(Error::OutOfMemory);
         }
         Ok(())
@@ -101,15 +118,25 @@ fn wall_clock_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-/// Runs a command handler with everything a handler must not have to think about.
-pub fn run(
-    ctx: Ctx,
-    argv: *mut RString,
-    argc: c_int,
-    stats: &'static Stats,
-    handler: fn(&Call) -> Result<Reply>,
-) -> c_int {
-    let name = stats.command;
+thread_local! {
+    /// What the panic hook saw of the last panic: message and place.
+    static PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Keeps each panic's message for the Redis log and the error reply (stderr, where
+/// Rust prints it, is usually discarded by Redis), then lets the default hook print it.
+pub fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()));
+        previous(info);
+    }));
+}
+
+/// Runs a command with everything a handler must not have to think about.
+pub fn run(ctx: Ctx, argv: *mut RString, argc: c_int, command: &'static Command) -> c_int {
+    let stats = &command.stats;
+    let name = command.name.to_str().unwrap_or("rl");
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let argc = usize::try_from(argc).unwrap_or(0);
         if argv.is_null() || argc < 2 {
@@ -125,14 +152,18 @@ pub fn run(
             flags: OnceCell::new(),
             caller: OnceCell::new(),
         };
-        handler(&call)
+        (command.handler)(&call, command)
     }));
-    let result = outcome.unwrap_or(Err(Error::Internal(
-        "the command failed unexpectedly; nothing was written after the failure",
-    )));
+    let result = outcome.unwrap_or_else(|_| {
+        let what = PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| "unknown panic".into());
+        log_warning(ctx, &format!("{name} panicked: {what}"));
+        Err(Error::Panic(what))
+    });
     stats.record(match &result {
-        Ok(Reply::Decision(d)) if d.allowed => Outcome::Allowed,
-        Ok(Reply::Decision(_)) => Outcome::Denied,
+        Ok(Reply::Decision(d) | Reply::All(d, _)) if d.allowed => Outcome::Allowed,
+        Ok(Reply::Decision(_) | Reply::All(..)) => Outcome::Denied,
         Ok(Reply::Bulk(_)) => Outcome::Answered,
         Err(_) => Outcome::Error,
     });
@@ -140,20 +171,54 @@ pub fn run(
     raw::Status::Ok as c_int
 }
 
+/// A line in the Redis log at the warning level.
+pub fn log_warning(ctx: Ctx, text: &str) {
+    let Ok(text) = CString::new(text.replace('\0', "?")) else {
+        return;
+    };
+    // SAFETY: a "%s" format with one C string.
+    unsafe {
+        if let Some(log) = raw::RedisModule_Log {
+            log(ctx, c"warning".as_ptr(), c"%s".as_ptr(), text.as_ptr());
+        }
+    }
+}
+
+fn reply_decision(ctx: Ctx, d: &Decision) {
+    // SAFETY: the reply functions only append to the calling client's reply buffer.
+    unsafe {
+        if let (Some(array), Some(int)) = (
+            raw::RedisModule_ReplyWithArray,
+            raw::RedisModule_ReplyWithLongLong,
+        ) {
+            array(ctx, 4);
+            int(ctx, i64::from(d.allowed));
+            int(ctx, i64::try_from(d.remaining).unwrap_or(i64::MAX));
+            int(ctx, d.retry_after_ms);
+            int(ctx, i64::try_from(d.reset_after_ms).unwrap_or(i64::MAX));
+        }
+    }
+}
+
 fn reply(ctx: Ctx, result: Result<Reply>) {
     // SAFETY: the reply functions only append to the calling client's reply buffer.
     unsafe {
         match result {
-            Ok(Reply::Decision(d)) => {
+            Ok(Reply::Decision(d)) => reply_decision(ctx, &d),
+            Ok(Reply::All(total, each)) => {
                 if let (Some(array), Some(int)) = (
                     raw::RedisModule_ReplyWithArray,
                     raw::RedisModule_ReplyWithLongLong,
                 ) {
-                    array(ctx, 4);
-                    int(ctx, i64::from(d.allowed));
-                    int(ctx, i64::try_from(d.remaining).unwrap_or(i64::MAX));
-                    int(ctx, d.retry_after_ms);
-                    int(ctx, i64::try_from(d.reset_after_ms).unwrap_or(i64::MAX));
+                    array(ctx, 5);
+                    int(ctx, i64::from(total.allowed));
+                    int(ctx, i64::try_from(total.remaining).unwrap_or(i64::MAX));
+                    int(ctx, total.retry_after_ms);
+                    int(ctx, i64::try_from(total.reset_after_ms).unwrap_or(i64::MAX));
+                    array(ctx, each.len() as std::os::raw::c_long);
+                    for d in &each {
+                        reply_decision(ctx, d);
+                    }
                 }
             }
             Ok(Reply::Bulk(b)) => {

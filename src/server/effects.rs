@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use redis_module::raw;
 
 use super::key::{call_command, Ctx, OwnedString, Propagate, RString};
+use crate::error::{Error, Result};
 
 /// Arguments of one replicated command: borrowed strings (the key, members) and
 /// numbers the module formats.
@@ -40,8 +41,8 @@ impl Effect {
         self
     }
 
-    pub fn replicate(self, command: &CStr) {
-        replicate(self.ctx, command, &self.args);
+    pub fn replicate(self, command: &CStr) -> Result<()> {
+        replicate(self.ctx, command, &self.args)
     }
 }
 
@@ -87,11 +88,11 @@ enum Number {
 }
 
 impl Number {
-    fn new(ctx: Ctx, n: i64) -> Option<Number> {
+    fn new(ctx: Ctx, n: i64) -> Result<Number> {
         if n == 1 {
-            return Some(Number::Word(word(Word::One)));
+            return Ok(Number::Word(word(Word::One)));
         }
-        OwnedString::from_i64(ctx, n).ok().map(Number::Made)
+        OwnedString::from_i64(ctx, n).map(Number::Made)
     }
 
     fn ptr(&self) -> RString {
@@ -102,48 +103,57 @@ impl Number {
     }
 }
 
-/// `<command> <key> <n>` (PEXPIREAT, INCRBY).
-pub fn replicate_int(ctx: Ctx, command: &CStr, key: RString, n: i64) {
-    let Some(n) = Number::new(ctx, n) else { return };
-    replicate(ctx, command, &[key, n.ptr()]);
+/// `<command> <key>` (DEL).
+pub fn replicate_key(ctx: Ctx, command: &CStr, key: RString) -> Result<()> {
+    replicate(ctx, command, &[key])
+}
+
+/// `<command> <key> <n>` (PEXPIREAT, INCRBY, DECRBY).
+pub fn replicate_int(ctx: Ctx, command: &CStr, key: RString, n: i64) -> Result<()> {
+    let n = Number::new(ctx, n)?;
+    replicate(ctx, command, &[key, n.ptr()])
 }
 
 /// `ZREMRANGEBYSCORE <key> -inf <max>`: the script's trim, as one command.
-pub fn replicate_trim(ctx: Ctx, key: RString, max: i64) {
-    let Some(max) = Number::new(ctx, max) else {
-        return;
-    };
+pub fn replicate_trim(ctx: Ctx, key: RString, max: i64) -> Result<()> {
+    let max = Number::new(ctx, max)?;
     replicate(
         ctx,
         c"ZREMRANGEBYSCORE",
         &[key, word(Word::NegInf), max.ptr()],
-    );
+    )
 }
 
 /// `SET <key> <value> PXAT <at>`.
-pub fn replicate_set_pxat(ctx: Ctx, key: RString, value: RString, at_ms: i64) {
-    let Some(at) = Number::new(ctx, at_ms) else {
-        return;
-    };
-    replicate(ctx, c"SET", &[key, value, word(Word::Pxat), at.ptr()]);
+pub fn replicate_set_pxat(ctx: Ctx, key: RString, value: RString, at_ms: i64) -> Result<()> {
+    let at = Number::new(ctx, at_ms)?;
+    replicate(ctx, c"SET", &[key, value, word(Word::Pxat), at.ptr()])
 }
 
 /// One command. Up to four arguments go as "s" each (referenced, not copied); more
-/// as one "v" array, which costs Redis a reallocation.
-fn replicate(ctx: Ctx, command: &CStr, args: &[RString]) {
+/// as one "v" array, which costs Redis a reallocation. A failure here means a
+/// replica would miss a write the primary made: it is an error, never ignored.
+fn replicate(ctx: Ctx, command: &CStr, args: &[RString]) -> Result<()> {
+    // SAFETY: the function pointer is only read; presence is checked at load.
     let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
-        return;
+        return Err(Error::Internal("RedisModule_Replicate is missing"));
     };
     let c = command.as_ptr();
     // SAFETY: each format has as many "s" as strings passed, all live; "v" takes the
     // array and its length.
-    unsafe {
+    let rc = unsafe {
         match *args {
+            [a] => f(ctx, c, c"s".as_ptr(), a),
             [a, b] => f(ctx, c, c"ss".as_ptr(), a, b),
             [a, b, d] => f(ctx, c, c"sss".as_ptr(), a, b, d),
             [a, b, d, e] => f(ctx, c, c"ssss".as_ptr(), a, b, d, e),
             _ => f(ctx, c, c"v".as_ptr(), args.as_ptr(), args.len()),
-        };
+        }
+    };
+    if rc == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(Error::Internal("a write could not be replicated"))
     }
 }
 
@@ -172,7 +182,7 @@ pub fn notify(ctx: Ctx, kind: Event, event: &CStr, key: RString) {
 /// removes a long run of members in one pass, where the key API removes them one
 /// lookup at a time, and it replicates and announces itself exactly as the script's
 /// call does.
-pub fn apply_trim(ctx: Ctx, key: RString, max: i64) -> crate::error::Result<()> {
+pub fn apply_trim(ctx: Ctx, key: RString, max: i64) -> Result<()> {
     let max = OwnedString::from_i64(ctx, max)?;
     call_command(
         ctx,

@@ -5,7 +5,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use super::stats::ALL;
+use crate::commands::COMMANDS;
 
 /// Fields read `rl_<command>_<counter>`, e.g. `rl_slidelog_denied:12`; Redis adds
 /// the `rl_` prefix itself.
@@ -22,10 +22,11 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         if section(ctx, std::ptr::null_mut()) != 0 {
             return;
         }
-        for stats in ALL {
-            let command = stats.command.trim_start_matches("rl.");
-            for (counter, value) in stats.fields() {
-                if let Ok(name) = CString::new(format!("{command}_{counter}")) {
+        for command in COMMANDS.iter().filter(|c| !c.debug) {
+            let name = command.name.to_str().unwrap_or("rl.");
+            let command_name = name.trim_start_matches("rl.");
+            for (counter, value) in command.stats.fields() {
+                if let Ok(name) = CString::new(format!("{command_name}_{counter}")) {
                     field(ctx, name.as_ptr().cast_mut(), value);
                 }
             }

@@ -93,6 +93,13 @@ pub struct Key {
 }
 
 impl Key {
+    /// A handle that holds no key (one closed before a command that writes it).
+    pub fn closed() -> Key {
+        Key {
+            ptr: ptr::null_mut(),
+        }
+    }
+
     pub fn open(ctx: Ctx, name: RString, writable: bool) -> Result<Key> {
         let mode = if writable {
             raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
@@ -146,28 +153,44 @@ impl Key {
 
     /// A string holding a non-negative integer, as INCRBY keeps one (a counter, a
     /// TAT), or `None` for an empty key. `name` is the key's, for the error.
-    pub fn read_counter(&self, name: RString) -> Result<Option<u64>> {
-        let Some(text) = self.read_string()? else {
-            return Ok(None);
+    ///
+    /// The key API decodes a value that is not a raw string (INCRBY and SET store
+    /// integers encoded) as it reads it, which changes its encoding. A value this call
+    /// may not write is therefore read through GET, which leaves it as it is.
+    pub fn read_counter(&self, ctx: Ctx, name: RString, writable: bool) -> Result<Option<u64>> {
+        let parse = |text: &[u8]| {
+            crate::args::parse_counter(text)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| Error::NotACounter(lossy(name)))
         };
-        crate::args::parse_counter(text)
-            .and_then(|n| u64::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| Error::NotACounter(lossy(name)))
+        if writable || self.kind() != Kind::String {
+            let Some(text) = self.read_string()? else {
+                return Ok(None);
+            };
+            return parse(text).map(Some);
+        }
+        call_command(ctx, c"GET", &[name], Propagate::No, |reply| {
+            let mut len = 0;
+            // SAFETY: a live reply; its bytes are parsed before it is freed.
+            unsafe {
+                let p = raw::RedisModule_CallReplyStringPtr?(reply, &mut len);
+                if p.is_null() {
+                    return None;
+                }
+                Some(parse(std::slice::from_raw_parts(p.cast::<u8>(), len)))
+            }
+        })?
+        .transpose()
     }
 
     /// Replaces a string's value in place, which keeps its TTL (SET would drop it),
-    /// or creates the key.
-    pub fn write_string(&self, ctx: Ctx, value: &[u8]) -> Result<()> {
+    /// or creates the key. Either way the value is a plain (raw) string, the one
+    /// encoding a later read leaves as it is.
+    pub fn write_string(&self, value: &[u8]) -> Result<()> {
         let failed = Err(Error::Internal("could not write a string key"));
-        if self.kind() == Kind::Empty {
-            let s = OwnedString::new(ctx, value)?;
-            // SAFETY: a writable key and a live string (StringSet takes its own reference).
-            let rc = unsafe { raw::RedisModule_StringSet.map_or(1, |f| f(self.ptr, s.ptr)) };
-            return if rc == 0 { Ok(()) } else { failed };
-        }
-        // SAFETY: a writable string key; after truncating to the new length, DMA in
-        // write mode gives exactly that many writable bytes.
+        // SAFETY: a writable key that is empty or a string; after truncating to the
+        // new length (which creates an empty key as a raw string), DMA in write mode
+        // gives exactly that many writable bytes.
         unsafe {
             let rc = raw::RedisModule_StringTruncate.map_or(1, |f| f(self.ptr, value.len()));
             if rc != 0 {
@@ -183,6 +206,30 @@ impl Key {
             ptr::copy_nonoverlapping(value.as_ptr(), p.cast::<u8>(), len);
         }
         Ok(())
+    }
+
+    /// Deletes the key (it stays open, empty).
+    pub fn delete(&self) -> Result<()> {
+        // SAFETY: a writable key.
+        let rc = unsafe { raw::RedisModule_DeleteKey.map_or(1, |f| f(self.ptr)) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Internal("could not delete a key"))
+        }
+    }
+
+    /// Removes one member of a sorted set.
+    pub fn zrem(&self, member: RString) -> Result<()> {
+        let mut deleted: c_int = 0;
+        // SAFETY: a writable sorted-set key whose range iterator is stopped.
+        let rc =
+            unsafe { raw::RedisModule_ZsetRem.map_or(1, |f| f(self.ptr, member, &mut deleted)) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Internal("could not remove from a sorted set"))
+        }
     }
 
     /// Sets the key to expire at an absolute unix time in milliseconds.
@@ -217,41 +264,33 @@ impl Key {
         Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
     }
 
-    /// Removes the lowest-scored members with a score at or below `max`, at most
-    /// `batch` of them. Returns the removed members (for replication) and whether
-    /// that was all of them.
-    pub fn zremrange_up_to(&self, ctx: Ctx, max: f64, batch: usize) -> (Vec<OwnedString>, bool) {
-        let mut doomed = Vec::new();
+    /// The lowest-scored members with a score at or below `max`, at most `most` of
+    /// them, and whether that was all of them.
+    pub fn members_up_to(&self, ctx: Ctx, max: f64, most: usize) -> (Vec<OwnedString>, bool) {
+        let mut found = Vec::new();
         let mut complete = true;
-        self.for_each_in_range(f64::NEG_INFINITY, max, false, |member, _| {
+        self.for_each_in_range(f64::NEG_INFINITY, max, false, false, |member, _| {
             let member = OwnedString::adopt(ctx, member);
-            if doomed.len() == batch {
+            if found.len() == most {
                 complete = false;
                 return false;
             }
-            doomed.push(member);
+            found.push(member);
             true
         });
-        for member in &doomed {
-            let mut deleted: c_int = 0;
-            // SAFETY: a writable sorted-set key whose range iterator is stopped.
-            unsafe {
-                if let Some(rem) = raw::RedisModule_ZsetRem {
-                    rem(self.ptr, member.ptr, &mut deleted);
-                }
-            }
-        }
-        (doomed, complete)
+        (found, complete)
     }
 
     /// Calls `visit(member, score)` for members with scores in `[min, max]` (or
-    /// `(min, max]` when `exclude_min`), lowest first, while it returns true. The
-    /// member is the caller's to free. A key that is not a sorted set visits nothing.
+    /// `(min, max]` when `exclude_min`), lowest first (highest first when
+    /// `from_top`), while it returns true. The member is the caller's to free. A key
+    /// that is not a sorted set visits nothing.
     pub fn for_each_in_range(
         &self,
         min: f64,
         max: f64,
         exclude_min: bool,
+        from_top: bool,
         mut visit: impl FnMut(RString, f64) -> bool,
     ) {
         if self.kind() != Kind::Zset {
@@ -260,16 +299,32 @@ impl Key {
         // SAFETY: a sorted-set key; the range is stopped before returning and the
         // iterator is only advanced while it has not reached its end.
         unsafe {
-            let (Some(first), Some(current), Some(next), Some(end), Some(stop)) = (
+            let (
+                Some(first),
+                Some(last),
+                Some(current),
+                Some(next),
+                Some(prev),
+                Some(end),
+                Some(stop),
+            ) = (
                 raw::RedisModule_ZsetFirstInScoreRange,
+                raw::RedisModule_ZsetLastInScoreRange,
                 raw::RedisModule_ZsetRangeCurrentElement,
                 raw::RedisModule_ZsetRangeNext,
+                raw::RedisModule_ZsetRangePrev,
                 raw::RedisModule_ZsetRangeEndReached,
                 raw::RedisModule_ZsetRangeStop,
-            ) else {
+            )
+            else {
                 return;
             };
-            if first(self.ptr, min, max, c_int::from(exclude_min), 0) != 0 {
+            let (start, next) = if from_top {
+                (last, prev)
+            } else {
+                (first, next)
+            };
+            if start(self.ptr, min, max, c_int::from(exclude_min), 0) != 0 {
                 return;
             }
             while end(self.ptr) == 0 {
@@ -366,7 +421,7 @@ pub enum Propagate {
     No,
 }
 
-/// Runs a core command with one to three string arguments through RM_Call and lets
+/// Runs a core command with one to four string arguments through RM_Call and lets
 /// `read` look at its reply, which is freed afterwards. An error reply is an error.
 pub fn call_command<T>(
     ctx: Ctx,
@@ -380,6 +435,7 @@ pub fn call_command<T>(
         (1, Propagate::No) => c"s",
         (2, Propagate::No) => c"ss",
         (3, Propagate::No) => c"sss",
+        (4, Propagate::No) => c"ssss",
         (1, Propagate::Yes) => c"!s",
         (2, Propagate::Yes) => c"!ss",
         (3, Propagate::Yes) => c"!sss",
@@ -400,6 +456,7 @@ pub fn call_command<T>(
             [a] => call(ctx, c, format.as_ptr(), a),
             [a, b] => call(ctx, c, format.as_ptr(), a, b),
             [a, b, d] => call(ctx, c, format.as_ptr(), a, b, d),
+            [a, b, d, e] => call(ctx, c, format.as_ptr(), a, b, d, e),
             _ => return failed,
         };
         if reply.is_null() {

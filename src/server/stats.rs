@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct Stats {
-    pub command: &'static str,
     calls: AtomicU64,
     allowed: AtomicU64,
     denied: AtomicU64,
@@ -17,10 +16,15 @@ pub enum Outcome {
     Error,
 }
 
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats::new()
+    }
+}
+
 impl Stats {
-    pub const fn new(command: &'static str) -> Stats {
+    pub const fn new() -> Stats {
         Stats {
-            command,
             calls: AtomicU64::new(0),
             allowed: AtomicU64::new(0),
             denied: AtomicU64::new(0),
@@ -49,13 +53,3 @@ impl Stats {
         ]
     }
 }
-
-pub static SLIDELOG: Stats = Stats::new("rl.slidelog");
-pub static SLIDECOUNT: Stats = Stats::new("rl.slidecount");
-pub static FIXED: Stats = Stats::new("rl.fixed");
-pub static GCRA: Stats = Stats::new("rl.gcra");
-pub static PSEUDONYM: Stats = Stats::new("rl.pseudonym");
-
-pub static DEBUG: Stats = Stats::new("rl.debug-panic");
-
-pub static ALL: [&Stats; 5] = [&SLIDELOG, &SLIDECOUNT, &FIXED, &GCRA, &PSEUDONYM];

@@ -1,0 +1,262 @@
+//! The commands the module adds: one table drives registration, command docs,
+//! key specs, INFO and RL.ALL's list of algorithms. A new limiter algorithm is a file
+//! in `algo/` and one `limiter(...)` row here.
+
+use std::ffi::CStr;
+
+use crate::algo::{
+    fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog, Algorithm,
+};
+use crate::error::Result;
+use crate::server::call::{Call, Reply};
+use crate::server::handlers;
+use crate::server::stats::Stats;
+
+pub type Handler = fn(&Call, &'static Command) -> Result<Reply>;
+
+/// Where a command's keys are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    None,
+    /// Argument 1 only.
+    First,
+    /// Found by parsing the arguments (`getkeys-api`): RL.ALL.
+    Parsed,
+}
+
+/// What `COMMAND DOCS` shows and `redis-cli` hints from.
+pub struct Docs {
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// Arity as Redis counts it (the name included); negative: at least that many.
+    pub arity: i32,
+    pub args: &'static [Arg],
+}
+
+#[derive(Clone, Copy)]
+pub enum ArgType {
+    Key,
+    String,
+    Integer,
+    UnixTime,
+    PureToken,
+    OneOf,
+    Block,
+}
+
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: ArgType,
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    pub multiple: bool,
+    pub subargs: &'static [Arg],
+}
+
+pub struct Command {
+    pub name: &'static CStr,
+    pub flags: &'static CStr,
+    pub keys: Keys,
+    pub handler: Handler,
+    /// The limiter algorithm a command runs (and RL.ALL can name).
+    pub algorithm: Option<&'static dyn Algorithm>,
+    pub docs: Docs,
+    /// Registered only when the module is loaded with `debug-commands`.
+    pub debug: bool,
+    pub stats: Stats,
+}
+
+const fn arg(name: &'static CStr, kind: ArgType) -> Arg {
+    Arg {
+        name,
+        kind,
+        token: None,
+        optional: false,
+        multiple: false,
+        subargs: &[],
+    }
+}
+
+const fn option(name: &'static CStr, token: &'static CStr, kind: ArgType) -> Arg {
+    Arg {
+        token: Some(token),
+        optional: true,
+        ..arg(name, kind)
+    }
+}
+
+const MODE: Arg = Arg {
+    optional: true,
+    subargs: &[
+        option(c"peek", c"PEEK", ArgType::PureToken),
+        option(c"refund", c"REFUND", ArgType::PureToken),
+        option(c"reset", c"RESET", ArgType::PureToken),
+    ],
+    ..arg(c"mode", ArgType::OneOf)
+};
+
+const LIMITER_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"limit", ArgType::Integer),
+    arg(c"window", ArgType::String),
+    option(c"cost", c"COST", ArgType::Integer),
+    option(c"now", c"NOW", ArgType::UnixTime),
+    MODE,
+];
+
+const GCRA_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"limit", ArgType::Integer),
+    arg(c"window", ArgType::String),
+    option(c"burst", c"BURST", ArgType::Integer),
+    option(c"cost", c"COST", ArgType::Integer),
+    option(c"now", c"NOW", ArgType::UnixTime),
+    MODE,
+];
+
+const fn limiter(
+    name: &'static CStr,
+    flags: &'static CStr,
+    algorithm: &'static dyn Algorithm,
+    summary: &'static CStr,
+    complexity: &'static CStr,
+    args: &'static [Arg],
+) -> Command {
+    Command {
+        name,
+        flags,
+        keys: Keys::First,
+        handler: handlers::limiter,
+        algorithm: Some(algorithm),
+        docs: Docs {
+            summary,
+            complexity,
+            arity: -4,
+            args,
+        },
+        debug: false,
+        stats: Stats::new(),
+    }
+}
+
+pub static COMMANDS: [Command; 7] = [
+    limiter(
+        c"rl.slidelog",
+        c"write",
+        &SlideLog,
+        c"Sliding-window log limiter: exact, one sorted-set entry per admitted unit",
+        c"O(log(N)) with N the entries in the log, plus O(M) for M expired entries removed (at most 1000) and COST entries added",
+        LIMITER_ARGS,
+    ),
+    limiter(
+        c"rl.slidecount",
+        c"write fast",
+        &SlideCount,
+        c"Sliding-window counter limiter: the current and previous window's counters",
+        c"O(1)",
+        LIMITER_ARGS,
+    ),
+    limiter(
+        c"rl.fixed",
+        c"write fast",
+        &Fixed,
+        c"Fixed-window limiter: one counter per clock-aligned window",
+        c"O(1)",
+        LIMITER_ARGS,
+    ),
+    limiter(
+        c"rl.gcra",
+        c"write fast",
+        &Gcra,
+        c"GCRA limiter: smooth spacing with a burst allowance, one theoretical arrival time",
+        c"O(1)",
+        GCRA_ARGS,
+    ),
+    Command {
+        name: c"rl.all",
+        flags: c"write getkeys-api",
+        keys: Keys::Parsed,
+        handler: handlers::all,
+        algorithm: None,
+        docs: Docs {
+            summary: c"Checks several limits at once: spends on all of them only if all admit",
+            complexity: c"The sum of the limits' complexities",
+            arity: -6,
+            args: &[
+                arg(c"numlimits", ArgType::Integer),
+                Arg {
+                    multiple: true,
+                    subargs: &[
+                        Arg {
+                            subargs: &[
+                                option(c"slidelog", c"SLIDELOG", ArgType::PureToken),
+                                option(c"slidecount", c"SLIDECOUNT", ArgType::PureToken),
+                                option(c"fixed", c"FIXED", ArgType::PureToken),
+                                option(c"gcra", c"GCRA", ArgType::PureToken),
+                            ],
+                            ..arg(c"algorithm", ArgType::OneOf)
+                        },
+                        arg(c"key", ArgType::Key),
+                        arg(c"limit", ArgType::Integer),
+                        arg(c"window", ArgType::String),
+                        option(c"burst", c"BURST", ArgType::Integer),
+                        option(c"cost", c"COST", ArgType::Integer),
+                    ],
+                    ..arg(c"limits", ArgType::Block)
+                },
+                option(c"now", c"NOW", ArgType::UnixTime),
+                MODE,
+            ],
+        },
+        debug: false,
+        stats: Stats::new(),
+    },
+    Command {
+        name: c"rl.pseudonym",
+        flags: c"readonly fast",
+        keys: Keys::None,
+        handler: handlers::pseudonym,
+        algorithm: None,
+        docs: Docs {
+            summary: c"A daily-rotating keyed hash of an identity (an IP address, an API key), for limiter keys without personal data",
+            complexity: c"O(N) with N the length of the identity",
+            arity: -2,
+            args: &[
+                arg(c"identity", ArgType::String),
+                Arg {
+                    optional: true,
+                    ..arg(c"scope", ArgType::String)
+                },
+                option(c"bits", c"PREFIX6", ArgType::Integer),
+                option(c"now", c"NOW", ArgType::UnixTime),
+            ],
+        },
+        debug: false,
+        stats: Stats::new(),
+    },
+    // Lets the tests prove that a panic inside a command becomes an error reply
+    // instead of a dead server.
+    Command {
+        name: c"rl.debug-panic",
+        flags: c"readonly",
+        keys: Keys::None,
+        handler: handlers::debug_panic,
+        algorithm: None,
+        docs: Docs {
+            summary: c"Panics on purpose (tests only)",
+            complexity: c"O(1)",
+            arity: -1,
+            args: &[],
+        },
+        debug: true,
+        stats: Stats::new(),
+    },
+];
+
+/// The algorithm RL.ALL names `name` (case-insensitive).
+pub fn algorithm(name: &[u8]) -> Option<&'static dyn Algorithm> {
+    COMMANDS
+        .iter()
+        .filter_map(|c| c.algorithm)
+        .find(|a| name.eq_ignore_ascii_case(a.name().as_bytes()))
+}

@@ -1,0 +1,374 @@
+//! The one engine behind every limiter command and RL.ALL: open the keys an
+//! algorithm names, read them, ask it to decide, and carry out the writes it asks
+//! for, replicated as core commands with absolute times and announced with the
+//! keyspace events the scripts' commands fire.
+//!
+//! Everything that can refuse a call (arguments, key types, ACL, cluster, stored
+//! values, overflow) is checked for every limit before the first write, so a refused
+//! call changes nothing.
+
+use super::acl::check_key;
+use super::call::Call;
+use super::effects::{notify, replicate_int, replicate_key, replicate_set_pxat, Event};
+use super::key::{lossy, Key, Kind, OwnedString, RString};
+use super::log::LogState;
+use crate::algo::{
+    ceil_ms, slidelog::cutoff, Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored,
+    Write, Writes,
+};
+use crate::error::{Error, Result};
+use crate::layout::{counter_key, decimal, has_hash_tag, key_slot};
+
+/// One limit of a call: an algorithm on a base key.
+#[derive(Clone, Copy)]
+pub struct Limit {
+    pub algorithm: &'static dyn Algorithm,
+    pub key: RString,
+    pub spec: Spec,
+}
+
+/// A key's name: the base key (a command argument) or one the module made.
+pub enum Name {
+    Base(RString),
+    Made(OwnedString),
+}
+
+impl Name {
+    pub fn ptr(&self) -> RString {
+        match self {
+            Name::Base(s) => *s,
+            Name::Made(s) => s.ptr,
+        }
+    }
+}
+
+/// One open key and what it held.
+pub struct Slot {
+    pub name: Name,
+    pub key: Key,
+    key_use: KeyUse,
+    /// The integer a string key holds (`Integer` keys).
+    value: Option<u64>,
+    /// The entries a sorted set holds (`Log` keys).
+    pub log: Option<LogState>,
+}
+
+/// A limit with its keys open.
+pub struct Loaded {
+    limit: Limit,
+    slots: [Option<Slot>; 2],
+}
+
+impl Loaded {
+    fn stored<'a>(&'a self, buf: &'a mut [Stored<'a>; 2]) -> &'a [Stored<'a>] {
+        let mut n = 0;
+        for (out, slot) in buf.iter_mut().zip(self.slots.iter().flatten()) {
+            *out = match slot.log {
+                Some(_) => Stored::Log(slot),
+                None => Stored::Integer(slot.value),
+            };
+            n += 1;
+        }
+        buf.get(..n).unwrap_or(&[])
+    }
+
+    fn decide(&self, now: u64) -> Decision {
+        let mut buf = [Stored::Integer(None); 2];
+        let stored = self.stored(&mut buf);
+        self.limit.algorithm.decide(stored, &self.limit.spec, now)
+    }
+
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().flatten()
+    }
+}
+
+/// Which keys a call in `mode` may write.
+fn writable(mode: Mode, key: &KeyUse) -> bool {
+    match mode {
+        Mode::Peek => false,
+        Mode::Spend | Mode::Refund => key.written,
+        Mode::Reset => true,
+    }
+}
+
+/// Opens and reads every key of `limit`, checking everything a key can refuse.
+fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
+    let a = limit.algorithm;
+    a.check(&limit.spec)?;
+    let uses = a.keys(&limit.spec, now);
+    let derived = uses
+        .iter()
+        .flatten()
+        .any(|u| matches!(u.name, KeyName::Derived(_)));
+    let base = super::key::bytes(limit.key);
+    // Derived keys must share the base key's slot, which only a hash tag guarantees.
+    if derived && call.in_cluster() && !has_hash_tag(base) {
+        return Err(Error::NeedsHashTag(lossy(limit.key)));
+    }
+    let mut slots = [None, None];
+    for (slot, key_use) in slots.iter_mut().zip(uses) {
+        let Some(key_use) = key_use else { continue };
+        let write = writable(mode, &key_use);
+        let name = match key_use.name {
+            KeyName::Base => Name::Base(limit.key),
+            KeyName::Derived(n) => {
+                let name = OwnedString::new(call.ctx, &counter_key(base, n))?;
+                // Not an argument, so Redis could not check it against the ACL.
+                check_key(call, name.ptr, write)?;
+                Name::Made(name)
+            }
+        };
+        let key = Key::open(call.ctx, name.ptr(), write)?;
+        let (value, log) = match key_use.kind {
+            KeyKind::Integer => (key.read_counter(call.ctx, name.ptr(), write)?, None),
+            KeyKind::Log => {
+                let cut = cutoff(now, limit.spec.window);
+                (None, Some(LogState::read(call, &key, name.ptr(), cut)?))
+            }
+        };
+        *slot = Some(Slot {
+            name,
+            key,
+            key_use,
+            value,
+            log,
+        });
+    }
+    let loaded = Loaded { limit, slots };
+    check_migration(call, &loaded)?;
+    Ok(loaded)
+}
+
+/// While a slot moves between nodes, Redis sends a call to the importing node as
+/// soon as the base key (which the window counters' limiters never write) is missing
+/// on the old one, before the counters have moved. Deciding there would start from
+/// zero, so, like Redis for a multi-key command whose keys are split, the call gets
+/// TRYAGAIN until every counter it reads has arrived.
+fn check_migration(call: &Call, loaded: &Loaded) -> Result<()> {
+    let missing_counter = loaded
+        .slots()
+        .any(|s| matches!(s.key_use.name, KeyName::Derived(_)) && s.key.kind() == Kind::Empty);
+    if missing_counter
+        && call.in_cluster()
+        && super::cluster::importing(call.ctx, key_slot(super::key::bytes(loaded.limit.key)))
+    {
+        return Err(Error::TryAgain);
+    }
+    Ok(())
+}
+
+/// The writes a decision calls for in `mode`.
+fn writes(loaded: &Loaded, mode: Mode, d: &Decision, now: u64) -> Result<Writes> {
+    let a = loaded.limit.algorithm;
+    let spec = &loaded.limit.spec;
+    let mut buf = [Stored::Integer(None); 2];
+    let stored = loaded.stored(&mut buf);
+    match mode {
+        Mode::Peek => Ok(crate::algo::NO_WRITES),
+        Mode::Spend if d.allowed => a.spend(stored, spec, now),
+        Mode::Spend => Ok(a.deny(stored, spec, now)),
+        Mode::Refund => a.refund(stored, spec, now),
+        Mode::Reset => {
+            let mut w = crate::algo::NO_WRITES;
+            for (out, key) in w.iter_mut().zip(0..stored.len()) {
+                *out = Some(Write::Delete { key });
+            }
+            Ok(w)
+        }
+    }
+}
+
+/// What can still refuse a write, checked before any limit writes anything.
+fn check_write(loaded: &Loaded, write: &Write) -> Result<()> {
+    if let Write::IncrBy { key, by, .. } = *write {
+        let slot = loaded
+            .slots
+            .get(key)
+            .and_then(Option::as_ref)
+            .ok_or(Error::Internal("a write names no key"))?;
+        slot.value
+            .unwrap_or(0)
+            .checked_add(by)
+            .filter(|&n| i64::try_from(n).is_ok())
+            .ok_or_else(|| Error::Overflow(lossy(slot.name.ptr())))?;
+    }
+    Ok(())
+}
+
+/// One limiter command: `RL.<ALGO> <key> ...`.
+pub fn single(call: &Call, limit: Limit, now: u64, mode: Mode) -> Result<Decision> {
+    call.check_memory(mode)?;
+    let mut loaded = load(call, limit, mode, now)?;
+    let decision = loaded.decide(now);
+    let w = writes(&loaded, mode, &decision, now)?;
+    for write in w.iter().flatten() {
+        check_write(&loaded, write)?;
+    }
+    apply(call, &mut loaded, &w)?;
+    Ok(match mode {
+        Mode::Spend | Mode::Peek => decision,
+        // What a PEEK says now that the state changed.
+        Mode::Refund | Mode::Reset => loaded.decide(now),
+    })
+}
+
+/// RL.ALL: every limit decides on its own state; all spend only if all admit.
+pub fn all(
+    call: &Call,
+    limits: &[Limit],
+    now: u64,
+    mode: Mode,
+) -> Result<(Decision, Vec<Decision>)> {
+    call.check_memory(mode)?;
+    let mut loaded = limits
+        .iter()
+        .map(|&l| load(call, l, mode, now))
+        .collect::<Result<Vec<_>>>()?;
+    check_distinct(&loaded)?;
+    let decisions: Vec<Decision> = loaded.iter().map(|l| l.decide(now)).collect();
+    let total = crate::algo::aggregate(&decisions);
+    // A denied RL.ALL writes nothing at all, not even the log's trim: none of its
+    // limits is touched by a request that was refused.
+    let mode_for_writes = match mode {
+        Mode::Spend if !total.allowed => Mode::Peek,
+        m => m,
+    };
+    let mut plans = Vec::with_capacity(loaded.len());
+    for (l, d) in loaded.iter().zip(&decisions) {
+        let w = writes(l, mode_for_writes, d, now)?;
+        for write in w.iter().flatten() {
+            check_write(l, write)?;
+        }
+        plans.push(w);
+    }
+    for (l, w) in loaded.iter_mut().zip(&plans) {
+        apply(call, l, w)?;
+    }
+    match mode {
+        Mode::Spend | Mode::Peek => Ok((total, decisions)),
+        Mode::Refund | Mode::Reset => {
+            let after: Vec<Decision> = loaded.iter().map(|l| l.decide(now)).collect();
+            Ok((crate::algo::aggregate(&after), after))
+        }
+    }
+}
+
+/// Two limits writing one key would each decide on the state the other is about to
+/// change, and two open handles on one key could go stale under each other's writes.
+fn check_distinct(loaded: &[Loaded]) -> Result<()> {
+    let names: Vec<&[u8]> = loaded
+        .iter()
+        .flat_map(Loaded::slots)
+        .map(|s| super::key::bytes(s.name.ptr()))
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        if names.iter().skip(i + 1).any(|other| other == name) {
+            return Err(Error::DuplicateKey(
+                String::from_utf8_lossy(name).into_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An instant `ttl_ms` from the server's now: expiry stays on the server clock.
+fn expiry(call: &Call, ttl_ms: u64) -> i64 {
+    call.server_now_ms()
+        .saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX))
+}
+
+fn apply(call: &Call, loaded: &mut Loaded, writes: &Writes) -> Result<()> {
+    for write in writes.iter().flatten() {
+        let key = match *write {
+            Write::IncrBy { key, .. }
+            | Write::DecrBy { key, .. }
+            | Write::SetExpiring { key, .. }
+            | Write::Trim { key, .. }
+            | Write::Add { key, .. }
+            | Write::Expire { key, .. }
+            | Write::RemoveNewest { key, .. }
+            | Write::Delete { key } => key,
+        };
+        let slot = loaded
+            .slots
+            .get_mut(key)
+            .and_then(Option::as_mut)
+            .ok_or(Error::Internal("a write names no key"))?;
+        apply_one(call, slot, write)?;
+    }
+    Ok(())
+}
+
+fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
+    let ctx = call.ctx;
+    let name = slot.name.ptr();
+    match *write {
+        Write::IncrBy { by, ttl_ms, .. } => {
+            let created = slot.key.kind() == Kind::Empty;
+            let value = slot
+                .value
+                .unwrap_or(0)
+                .checked_add(by)
+                .ok_or_else(|| Error::Overflow(lossy(name)))?;
+            slot.key.write_string(decimal(value, &mut [0; 20]))?;
+            slot.value = Some(value);
+            replicate_int(ctx, c"INCRBY", name, to_i64(by))?;
+            notify(ctx, Event::String, c"incrby", name);
+            if created {
+                let at = expiry(call, ttl_ms);
+                slot.key.expire_at(at)?;
+                replicate_int(ctx, c"PEXPIREAT", name, at)?;
+                notify(ctx, Event::Generic, c"expire", name);
+            }
+        }
+        Write::DecrBy { by, .. } => {
+            let value = slot.value.unwrap_or(0).saturating_sub(by);
+            slot.key.write_string(decimal(value, &mut [0; 20]))?;
+            slot.value = Some(value);
+            replicate_int(ctx, c"DECRBY", name, to_i64(by))?;
+            notify(ctx, Event::String, c"decrby", name);
+        }
+        Write::SetExpiring { value, ttl_us, .. } => {
+            let at = expiry(call, ceil_ms(u128::from(ttl_us)));
+            // One string is both the stored value and the replicated SET's.
+            let text = OwnedString::from_i64(ctx, to_i64(value))?;
+            slot.key.write_string(super::key::bytes(text.ptr))?;
+            slot.key.expire_at(at)?;
+            slot.value = Some(value);
+            replicate_set_pxat(ctx, name, text.ptr, at)?;
+            notify(ctx, Event::String, c"set", name);
+            notify(ctx, Event::Generic, c"expire", name);
+        }
+        Write::Expire { ttl_ms, .. } => {
+            if slot.key.kind() != Kind::Empty {
+                // The script's PEXPIRE <window>, as the absolute instant replicas share.
+                let at = expiry(call, ttl_ms);
+                slot.key.expire_at(at)?;
+                replicate_int(ctx, c"PEXPIREAT", name, at)?;
+                notify(ctx, Event::Generic, c"expire", name);
+            }
+        }
+        Write::Delete { .. } => {
+            if slot.key.kind() != Kind::Empty {
+                slot.key.delete()?;
+                replicate_key(ctx, c"DEL", name)?;
+                notify(ctx, Event::Generic, c"del", name);
+            }
+            slot.value = None;
+            if let Some(log) = &mut slot.log {
+                log.cleared();
+            }
+        }
+        Write::Trim { cutoff, .. } => super::log::trim(call, slot, cutoff)?,
+        Write::Add { at, count, .. } => super::log::add(call, slot, at, count)?,
+        Write::RemoveNewest { count, cutoff, .. } => {
+            super::log::remove_newest(call, slot, count, cutoff)?
+        }
+    }
+    Ok(())
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

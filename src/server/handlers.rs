@@ -1,0 +1,108 @@
+//! What each command does with its arguments: parse, then hand the limits to the
+//! engine (or, for RL.PSEUDONYM, hash).
+
+use super::call::{Call, Reply, MAX_ARGS};
+use super::engine::{self, Limit};
+use super::secret::with_secret;
+use crate::args::{parse_all, parse_limiter, parse_now, parse_u64};
+use crate::commands::{algorithm, Command};
+use crate::error::{Error, Result};
+use crate::pseudonym;
+
+fn name(command: &'static Command) -> &'static str {
+    command.name.to_str().unwrap_or("rl")
+}
+
+/// `RL.<ALGO> <key> <limit> <window> [options]`.
+pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
+    let algorithm = command
+        .algorithm
+        .ok_or(Error::Internal("a limiter command without an algorithm"))?;
+    let mut buf = [&[][..]; MAX_ARGS];
+    let args = call.args_from(2, &mut buf)?;
+    let r = parse_limiter(name(command), args, algorithm.accepts_burst())?;
+    let limit = Limit {
+        algorithm,
+        key: call.arg(1),
+        spec: r.spec,
+    };
+    let now = r.now.unwrap_or(call.server_now_us);
+    engine::single(call, limit, now, r.mode).map(Reply::Decision)
+}
+
+/// `RL.ALL <numlimits> <algo> <key> <limit> <window> [BURST b] [COST n] ... [NOW t]
+/// [PEEK|REFUND|RESET]`.
+pub fn all(call: &Call, _command: &'static Command) -> Result<Reply> {
+    let args = call.all_args();
+    let (limits, now, mode) = parse_all(&args, algorithm)?;
+    let limits: Vec<Limit> = limits
+        .iter()
+        .map(|l| Limit {
+            algorithm: l.algorithm,
+            // Positions in `args` start after the command name.
+            key: call.arg(l.key + 1),
+            spec: l.spec,
+        })
+        .collect();
+    let now = now.unwrap_or(call.server_now_us);
+    let (total, each) = engine::all(call, &limits, now, mode)?;
+    Ok(Reply::All(total, each))
+}
+
+/// Where RL.ALL's keys are, for Redis (cluster routing, ACL, COMMAND GETKEYS):
+/// positions counted from the command name. A call that does not parse declares
+/// none, and then gets its syntax error from the command itself.
+pub fn all_key_positions(args: &[&[u8]]) -> Vec<usize> {
+    parse_all(args, algorithm)
+        .map(|(limits, _, _)| limits.iter().map(|l| l.key + 1).collect())
+        .unwrap_or_default()
+}
+
+/// `RL.PSEUDONYM <identity> [<scope>] [PREFIX6 <bits>] [NOW <µs>]`: keyless.
+pub fn pseudonym(call: &Call, _command: &'static Command) -> Result<Reply> {
+    let mut buf = [&[][..]; MAX_ARGS];
+    let args = call.args_from(1, &mut buf)?;
+    let Some((identity, rest)) = args.split_first() else {
+        return Err(Error::WrongArity("rl.pseudonym"));
+    };
+    // Options always come in pairs, so an odd count means a scope comes first: a scope
+    // that happens to read "NOW" is still a scope.
+    let (scope, options) = match rest.split_first() {
+        Some((scope, options)) if rest.len() % 2 == 1 => (Some(*scope), options),
+        _ => (None, rest),
+    };
+    let mut prefix6 = None;
+    let mut now = None;
+    for pair in options.chunks(2) {
+        let [name, value] = pair else {
+            return Err(Error::WrongArity("rl.pseudonym"));
+        };
+        if name.eq_ignore_ascii_case(b"PREFIX6") {
+            if prefix6.is_some() {
+                return Err(Error::RepeatedOption("PREFIX6"));
+            }
+            let bits = parse_u64(value)
+                .and_then(|b| u8::try_from(b).ok())
+                .filter(|b| (1..=128).contains(b))
+                .ok_or(Error::BadPrefix)?;
+            prefix6 = Some(bits);
+        } else if name.eq_ignore_ascii_case(b"NOW") {
+            if now.is_some() {
+                return Err(Error::RepeatedOption("NOW"));
+            }
+            now = Some(parse_now(value)?);
+        } else {
+            return Err(Error::UnknownOption(
+                String::from_utf8_lossy(name).into_owned(),
+            ));
+        }
+    }
+    let now = now.unwrap_or(call.server_now_us);
+    let name = with_secret(|secret| pseudonym::pseudonym(secret, identity, scope, prefix6, now))?;
+    Ok(Reply::Bulk(name))
+}
+
+/// Panics on purpose, after touching nothing.
+pub fn debug_panic(_call: &Call, _command: &'static Command) -> Result<Reply> {
+    panic!("rl.debug-panic was asked to panic");
+}
