@@ -100,11 +100,13 @@ for (const [lib, connect] of Object.entries(standalone)) {
         const limit = { name: `r-${algorithm}`, algorithm, limit: 4, window: 60 };
         const id = `refunder-${lib}`;
         assert.equal((await rl.check(limit, id, { now: T, cost: 3 })).remaining, 1, algorithm);
+        // Replies are PEEK-like: remaining is what would be left after spending `cost`.
         const refunded = await rl.refund(limit, id, { now: T, cost: 2 });
-        assert.equal(refunded.remaining, 3, algorithm);
-        assert.equal((await rl.peek(limit, id, { now: T })).remaining, 3, `${algorithm}: refund is PEEK-like`);
+        assert.deepEqual([refunded.allowed, refunded.remaining], [true, 1], algorithm);
+        assert.equal((await rl.peek(limit, id, { now: T })).remaining, 2, `${algorithm}: 1 of 4 spent`);
         const reset = await rl.reset(limit, id, { now: T });
-        assert.deepEqual([reset.allowed, reset.remaining, reset.resetAfter], [true, 4, 0], algorithm);
+        assert.deepEqual([reset.allowed, reset.remaining], [true, 3], algorithm);
+        assert.equal((await rl.peek(limit, id, { now: T, cost: 4 })).allowed, true, `${algorithm}: the whole budget is back`);
       }
     });
 
@@ -122,8 +124,8 @@ for (const [lib, connect] of Object.entries(standalone)) {
       assert.equal(denied.allowed, false);
       assert.deepEqual(denied.limits.map((d) => d.allowed), [true, false]);
       assert.equal(denied.retryAfter, denied.limits[1].retryAfter);
-      // Nothing was spent: the request limit still has 9.
-      assert.equal((await rl.peek(requests, id, { now: T + 1000 })).remaining, 9);
+      // Nothing was spent: one request in the log, so a PEEK leaves 8 after itself.
+      assert.equal((await rl.peek(requests, id, { now: T + 1000 })).remaining, 8);
 
       const never = await rl.check([requests, tokens], id, { now: T + 1000, cost: { tokens: 101 } });
       assert.equal(never.retryAfter, Infinity);
