@@ -85,12 +85,20 @@ const fn option(name: &'static CStr, token: &'static CStr, kind: ArgType) -> Arg
     }
 }
 
+/// One of a `oneof`'s choices: a bare keyword.
+const fn token(name: &'static CStr, token: &'static CStr) -> Arg {
+    Arg {
+        token: Some(token),
+        ..arg(name, ArgType::PureToken)
+    }
+}
+
 const MODE: Arg = Arg {
     optional: true,
     subargs: &[
-        option(c"peek", c"PEEK", ArgType::PureToken),
-        option(c"refund", c"REFUND", ArgType::PureToken),
-        option(c"reset", c"RESET", ArgType::PureToken),
+        token(c"peek", c"PEEK"),
+        token(c"refund", c"REFUND"),
+        token(c"reset", c"RESET"),
     ],
     ..arg(c"mode", ArgType::OneOf)
 };
@@ -189,10 +197,10 @@ pub static COMMANDS: [Command; 7] = [
                     subargs: &[
                         Arg {
                             subargs: &[
-                                option(c"slidelog", c"SLIDELOG", ArgType::PureToken),
-                                option(c"slidecount", c"SLIDECOUNT", ArgType::PureToken),
-                                option(c"fixed", c"FIXED", ArgType::PureToken),
-                                option(c"gcra", c"GCRA", ArgType::PureToken),
+                                token(c"slidelog", c"SLIDELOG"),
+                                token(c"slidecount", c"SLIDECOUNT"),
+                                token(c"fixed", c"FIXED"),
+                                token(c"gcra", c"GCRA"),
                             ],
                             ..arg(c"algorithm", ArgType::OneOf)
                         },

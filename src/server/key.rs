@@ -155,15 +155,17 @@ impl Key {
     /// TAT), or `None` for an empty key. `name` is the key's, for the error.
     ///
     /// The key API decodes a value that is not a raw string (INCRBY and SET store
-    /// integers encoded) as it reads it, which changes its encoding. A value this call
-    /// may not write is therefore read through GET, which leaves it as it is.
-    pub fn read_counter(&self, ctx: Ctx, name: RString, writable: bool) -> Result<Option<u64>> {
+    /// integers encoded) as it reads it, which changes its encoding. A PEEK, which
+    /// must leave everything as it found it, reads through GET instead: slower, but
+    /// PEEK is a query, not the limiter's hot path. (The module's own writes are raw
+    /// strings, which the key API reads without a change.)
+    pub fn read_counter(&self, ctx: Ctx, name: RString, preserve: bool) -> Result<Option<u64>> {
         let parse = |text: &[u8]| {
             crate::args::parse_counter(text)
                 .and_then(|n| u64::try_from(n).ok())
                 .ok_or_else(|| Error::NotACounter(lossy(name)))
         };
-        if writable || self.kind() != Kind::String {
+        if !preserve || self.kind() != Kind::String {
             let Some(text) = self.read_string()? else {
                 return Ok(None);
             };

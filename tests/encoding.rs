@@ -1,0 +1,100 @@
+//! A PEEK changes nothing, not even how Redis stores a value: counters and TATs that
+//! the scripts wrote (INCR and SET keep integers int-encoded) keep their encoding,
+//! bytes, TTL and memory when the module reads them with PEEK. The module's own
+//! writes are raw strings, which no later read changes either.
+mod common;
+use common::*;
+
+const FIXED_LUA: &str = include_str!("../lua/fixed_window.lua");
+const COUNTER_LUA: &str = include_str!("../lua/sliding_window_counter.lua");
+const GCRA_LUA: &str = include_str!("../benches/gcra.lua");
+
+fn eval(c: &mut Connection, script: &str, keys: &[&str], args: &[String]) {
+    let _: Vec<i64> = redis::cmd("EVAL")
+        .arg(script)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query(c)
+        .expect("EVAL");
+}
+
+/// What a read must leave as it is: the value, its encoding, its serialized bytes,
+/// its expiry and its memory.
+fn state(c: &mut Connection, key: &str) -> (Option<String>, String, Vec<u8>, i64, i64) {
+    let value: Option<String> = redis::cmd("GET").arg(key).query(c).unwrap();
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(key)
+        .query(c)
+        .unwrap();
+    let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(c).unwrap();
+    let expire: i64 = redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap();
+    let memory: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .query(c)
+        .unwrap();
+    (value, encoding, dump, expire, memory)
+}
+
+#[test]
+fn peek_leaves_script_written_counters_and_tats_as_they_are() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let now_s = T0 / 1_000_000;
+
+    // The seed's fixed-window script: rl:fix:<start> by INCR.
+    for _ in 0..3 {
+        eval(&mut c, FIXED_LUA, &["rl:fix"], &[now_s.to_string(), "10".into(), "8".into()]);
+    }
+    // The counter script: the current window (i) and, from an earlier call, i - 1.
+    let i = now_s / 10;
+    for key in [format!("rl:cnt:{i}"), format!("rl:cnt:{}", i - 1)] {
+        let prev = format!("{key}:unused");
+        eval(&mut c, COUNTER_LUA, &[&key, &prev], &["100".into(), "0.5".into(), "10".into()]);
+        eval(&mut c, COUNTER_LUA, &[&key, &prev], &["100".into(), "0.5".into(), "10".into()]);
+    }
+    // The GCRA script: rl:gcra holds the TAT, SET as an integer.
+    eval(&mut c, GCRA_LUA, &["rl:gcra"], &[T0.to_string(), "100000".into(), "5".into()]);
+
+    let keys = [
+        format!("rl:fix:{now_s}"),
+        format!("rl:cnt:{i}"),
+        format!("rl:cnt:{}", i - 1),
+        "rl:gcra".to_string(),
+    ];
+    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    for (k, st) in keys.iter().zip(&before) {
+        assert_eq!(st.1, "int", "{k}: the scripts store integers int-encoded");
+    }
+
+    let fixed = rl(&mut c, &format!("RL.FIXED rl:fix 8 10 NOW {T0} PEEK"));
+    assert_eq!((fixed.0, fixed.1), (1, 4), "the script's 3 count, and this one");
+    let count = rl(&mut c, &format!("RL.SLIDECOUNT rl:cnt 100 10 NOW {T0} PEEK"));
+    assert_eq!((count.0, count.1), (1, 95), "2 now, 2 fully weighted, and this one");
+    let gcra = rl(&mut c, &format!("RL.GCRA rl:gcra 10 1 BURST 5 NOW {T0} PEEK"));
+    assert_eq!((gcra.0, gcra.1), (1, 3), "one spent by the script, and this one");
+
+    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    assert_eq!(after, before, "PEEK changed a stored value or how it is stored");
+}
+
+#[test]
+fn the_modules_own_values_do_not_change_when_read() {
+    let s = Server::start();
+    let mut c = s.conn();
+    rl(&mut c, &format!("RL.FIXED own 8 10 NOW {T0}"));
+    rl(&mut c, &format!("RL.GCRA own:g 10 1 NOW {T0}"));
+    let keys = [format!("own:{}", T0 / 1_000_000), "own:g".to_string()];
+    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    for (k, st) in keys.iter().zip(&before) {
+        assert_eq!(st.1, "raw", "{k}");
+    }
+    for _ in 0..3 {
+        rl(&mut c, &format!("RL.FIXED own 8 10 NOW {T0} PEEK"));
+        rl(&mut c, &format!("RL.GCRA own:g 10 1 NOW {T0} PEEK"));
+    }
+    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    assert_eq!(after, before);
+}
