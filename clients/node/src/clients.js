@@ -30,6 +30,7 @@ function nodeRedis(client) {
 }
 
 function ioredis(client) {
+  // Resolved from this package: the app's ioredis when installed as a copy (see README).
   const { Command } = require('ioredis');
   // ioredis only knows the key positions of the commands in its own table, so RL.* would
   // be sent to a random cluster node. A command that names its key is routed by slot,
