@@ -5,9 +5,13 @@
 
 pub mod workload;
 
+// source_files() and source_hash(): the build id, computed as build.rs computes it.
+include!("../../tools/source_hash.rs");
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub use redis::{Connection, Value};
@@ -31,6 +35,46 @@ pub fn module_path() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The build id of the sources in this checkout (what `INFO rl` shows as `rl_build`
+/// for a module built from them).
+pub fn current_build_id() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    source_hash(root).unwrap_or_else(|e| panic!("cannot hash the sources: {e}"))
+}
+
+/// `rl_build` from `INFO rl`, if the module shows one.
+pub fn build_id(c: &mut Connection) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg("rl").query(c).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("rl_build:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// Refuses (once per test process, on the first server with the module) to test a
+/// module built from other sources than this checkout's: `cargo test` does not rebuild
+/// target/release/libredis_rl.so. A module given by RL_MODULE is the user's choice.
+fn check_build_id(c: &mut Connection) {
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    if std::env::var_os("RL_MODULE").is_some() {
+        return;
+    }
+    let verdict = CHECKED.get_or_init(|| {
+        let want = current_build_id();
+        match build_id(c) {
+            Some(got) if got == want => Ok(()),
+            got => Err(format!(
+                "target/release/libredis_rl.so was built from other sources: run \
+                 `cargo build --release` or `make test` (its build id is {}, the \
+                 sources' is {want})",
+                got.as_deref().unwrap_or("missing")
+            )),
+        }
+    });
+    if let Err(e) = verdict {
+        panic!("{e}");
+    }
 }
 
 pub fn server_binary() -> String {
@@ -98,7 +142,12 @@ impl Server {
                 .map(|w| PathBuf::from(w[1]))
                 .unwrap_or_else(|| server.dir.path().to_path_buf());
             match server.wait_ready(&expected_dir) {
-                Ok(()) => return server,
+                Ok(()) => {
+                    if with_module {
+                        check_build_id(&mut server.conn());
+                    }
+                    return server;
+                }
                 Err(e) => last_error = e,
             }
         }
