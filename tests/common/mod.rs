@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 pub use redis::{Connection, Value};
 
+/// The server's stderr, in its temp dir.
+const STDERR_FILE: &str = "stderr.log";
+
 pub struct Server {
     child: Child,
     pub port: u16,
@@ -132,7 +135,13 @@ impl Server {
                 .env_remove("RL_SECRET")
                 .envs(env.iter().copied())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null());
+                // A Rust panic's message goes to stderr (the panic hook), not to the
+                // server log: keep it, for `panics()`.
+                .stderr(
+                    std::fs::File::create(dir.path().join(STDERR_FILE))
+                        .map(Stdio::from)
+                        .expect("stderr file"),
+                );
             let child = cmd.spawn().expect("could not start redis-server");
             let mut server = Server { child, port, dir };
             // A later `--dir` in `extra` wins over the harness's own.
@@ -189,6 +198,21 @@ impl Server {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// What the server process wrote to its stderr (a panic's message, among others).
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join(STDERR_FILE)).unwrap_or_default()
+    }
+
+    /// The lines of the server log and of stderr that report a Rust panic.
+    pub fn panics(&self) -> Vec<String> {
+        let (log, stderr) = (self.log(), self.stderr());
+        log.lines()
+            .chain(stderr.lines())
+            .filter(|l| l.contains("panicked"))
+            .map(String::from)
+            .collect()
     }
 
     fn try_conn(&self) -> redis::RedisResult<Connection> {
