@@ -274,18 +274,27 @@ fn lossy(args: &[&[u8]]) -> Vec<String> {
 /// A fixed instant (a multiple of every window the tests use) in microseconds.
 pub const T0: u64 = 1_764_480_000_000_000;
 
-/// Every key with its DUMP and PTTL, sorted: a snapshot to compare before and after.
+/// Every key with its DUMP and PEXPIRETIME, sorted: a snapshot to compare before and
+/// after. (One pipeline for all the keys: the stepwise tests take one per step.)
 pub fn snapshot(c: &mut Connection) -> Vec<(Vec<u8>, Option<Vec<u8>>, i64)> {
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).expect("KEYS");
+    let mut pipe = redis::pipe();
+    for k in &keys {
+        pipe.cmd("DUMP").arg(k).cmd("PEXPIRETIME").arg(k);
+    }
+    let replies: Vec<Value> = if keys.is_empty() {
+        Vec::new()
+    } else {
+        pipe.query(c).expect("DUMP, PEXPIRETIME")
+    };
+    assert_eq!(replies.len(), 2 * keys.len());
     let mut out: Vec<_> = keys
         .into_iter()
-        .map(|k| {
-            let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(&k).query(c).expect("DUMP");
-            let pexpiretime: i64 = redis::cmd("PEXPIRETIME")
-                .arg(&k)
-                .query(c)
-                .expect("PEXPIRETIME");
-            (k, dump, pexpiretime)
+        .zip(replies.chunks(2))
+        .map(|(k, pair)| {
+            let dump: Option<Vec<u8>> = redis::from_redis_value(&pair[0]).expect("DUMP");
+            let at: i64 = redis::from_redis_value(&pair[1]).expect("PEXPIRETIME");
+            (k, dump, at)
         })
         .collect();
     out.sort();
