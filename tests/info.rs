@@ -25,6 +25,7 @@ fn counters(c: &mut Connection) -> BTreeMap<String, u64> {
     let section = rl_section(&info);
     section
         .iter()
+        .filter(|line| !line.starts_with("rl_build:"))
         .map(|line| {
             let (name, value) = line
                 .split_once(':')
@@ -41,11 +42,14 @@ fn rl_section(info: &str) -> Vec<&str> {
     lines.take_while(|l| !l.is_empty()).collect()
 }
 
-/// Every field in the order INFO shows them.
+/// Every field in the order INFO shows them: the build id, then the counters.
 fn field_names() -> Vec<String> {
-    COMMANDS
-        .iter()
-        .flat_map(|cmd| COUNTERS.iter().map(move |n| format!("rl_{cmd}_{n}")))
+    std::iter::once("rl_build".to_string())
+        .chain(
+            COMMANDS
+                .iter()
+                .flat_map(|cmd| COUNTERS.iter().map(move |n| format!("rl_{cmd}_{n}"))),
+        )
         .collect()
 }
 
@@ -87,7 +91,11 @@ fn counters_move_exactly_as_calls_are_made() {
     let s = Server::start_with_env(&[], &[("RL_SECRET", "info-test-secret")]);
     let mut c = s.conn();
 
-    // All twenty fields, in order, all zero on a fresh server.
+    // The build id of these sources (unless RL_MODULE names another module), then
+    // all twenty counters, in order, all zero on a fresh server.
+    if std::env::var_os("RL_MODULE").is_none() {
+        assert_eq!(build_id(&mut c), Some(current_build_id()));
+    }
     let info: String = redis::cmd("INFO").arg("rl").query(&mut c).unwrap();
     let names: Vec<&str> = rl_section(&info)
         .iter()
@@ -357,10 +365,15 @@ fn info_stays_valid_resp_with_the_section() {
             .map(|l| l.split_once(':').unwrap().0)
             .collect();
         assert_eq!(names, field_names());
-        for line in &section {
+        for line in &section[1..] {
             let value = line.split_once(':').unwrap().1;
             assert!(value.parse::<u64>().is_ok(), "{line}");
         }
+        let build = section[0].strip_prefix("rl_build:").unwrap();
+        assert!(
+            build.len() == 16 && build.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{build}"
+        );
         for field in [
             "rl_gcra_calls:1",
             "rl_gcra_allowed:1",

@@ -87,7 +87,19 @@ fn limit_cost_and_burst_up_to_ten_to_the_fifteen() {
             &mut c,
             &format!("{cmd} {edge} {limit} {TEN_YEARS_S} NOW {now}"),
         );
-        assert_eq!(r, (1, limit as i64 - 1, 0, r.3), "{cmd}");
+        // Back to the full budget: FIXED when its ten-year window ends; SLIDECOUNT
+        // 1 µs into the next one (the unit then weighs floor(1 × (w − 1) / w) = 0);
+        // GCRA once its TAT, one 1 µs interval ahead, is reached. In ms, rounded up.
+        let w = TEN_YEARS_S * 1_000_000;
+        let window_end = (now / w + 1) * w;
+        let reset_us = match cmd {
+            "RL.FIXED" => window_end - now,
+            "RL.SLIDECOUNT" => window_end - now + 1,
+            _ => 1,
+        };
+        let reset_ms = reset_us.div_ceil(1000) as i64;
+        assert!(reset_ms > 0);
+        assert_eq!(r, (1, limit as i64 - 1, 0, reset_ms), "{cmd}");
         // (The GCRA TAT is 1 µs ahead, so the key lives 1 ms: drop it now rather
         // than have it expire between the snapshots below.)
         redis::cmd("DEL").arg(&edge).query::<()>(&mut c).unwrap();

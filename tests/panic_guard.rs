@@ -8,6 +8,7 @@ fn a_panicking_command_replies_with_an_error_and_the_server_lives() {
     let mut s =
         Server::start_without_module(&["--loadmodule", module.to_str().unwrap(), "debug-commands"]);
     let mut c = s.conn();
+    assert_eq!(s.panics(), Vec::<String>::new(), "before any panic");
     redis::cmd("SET")
         .arg("kept")
         .arg("1")
@@ -18,6 +19,10 @@ fn a_panicking_command_replies_with_an_error_and_the_server_lives() {
         assert!(err.contains("internal error"), "{err}");
     }
     assert!(s.alive());
+    // The check storm.rs makes after its storm sees each of them.
+    let panics = s.panics();
+    assert_eq!(panics.len(), 3, "{panics:?}\nstderr:\n{}", s.stderr());
+    assert!(panics.iter().all(|l| l.contains("panicked")), "{panics:?}");
     let kept: String = redis::cmd("GET").arg("kept").query(&mut c).unwrap();
     assert_eq!(kept, "1");
     assert_eq!(rl(&mut c, &format!("RL.FIXED {{t}}k 1 10 NOW {T0}")).0, 1);

@@ -267,3 +267,51 @@ fn writes_and_only_writes_mark_the_dataset_dirty() {
     let entries: i64 = redis::cmd("ZCARD").arg("rl:{d}:log").query(&mut c).unwrap();
     assert_eq!(entries, 1);
 }
+
+// ---------------------------------------------------------------------------------
+// After every step
+
+/// Steps of the edge workload: each is followed by an AOF reload.
+const EDGE_STEPS: usize = 500;
+
+/// A later trim repairs an earlier wrong one in the AOF as on a replica, so the AOF is
+/// reloaded (DEBUG LOADAOF) and compared with the dataset it replaced after every call,
+/// on a workload whose NOW lands on the edges (an entry exactly `window` old, a window
+/// boundary, a TAT): every limiter.
+#[test]
+fn aof_reload_matches_after_every_step() {
+    let s = Server::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let started = Instant::now();
+    let mut compared = 0;
+    let tally = edge_workload(&mut c, 0xa0f_ed9e, EDGE_STEPS, |c, step, line| {
+        let before = snapshot(c);
+        let now = server_time_ms(c);
+        let _: () = redis::cmd("DEBUG")
+            .arg("LOADAOF")
+            .query(c)
+            .expect("DEBUG LOADAOF");
+        let after = snapshot(c);
+        let label = format!("AOF reload, step {step} ({line})");
+        compared += assert_same_keys(&label, &before, &after, now).len();
+    });
+    eprintln!(
+        "{EDGE_STEPS} steps in {:?}, {compared} key comparisons, {tally:?}",
+        started.elapsed()
+    );
+    let mut fresh = s.conn();
+    let now = server_time_ms(&mut fresh);
+    let before = snapshot(&mut fresh);
+    let _: () = redis::cmd("DEBUG")
+        .arg("LOADAOF")
+        .query(&mut fresh)
+        .unwrap();
+    assert_same_data("AOF reload at the end", &before, &snapshot(&mut fresh), now);
+}

@@ -283,6 +283,7 @@ mod tests {
     #[test]
     fn retry_after_is_exact_to_the_millisecond() {
         let mut rng = StdRng::seed_from_u64(7);
+        let (mut admitted, mut denied) = (0, 0);
         for _ in 0..2_000 {
             let r = rate(
                 rng.gen_range(1..50),
@@ -294,15 +295,26 @@ mod tests {
             let now = T0 + rng.gen_range(0..1_000_000);
             let (d, _) = decide(tat, r, cost, now);
             if d.allowed {
+                assert_eq!(d.retry_after_ms, 0, "{r:?} {cost} {tat:?} {now}");
+                admitted += 1;
                 continue;
             }
+            denied += 1;
+            // A cost within the burst always fits some time later.
+            assert!(d.retry_after_ms > 0, "{r:?} {cost} {tat:?} {now}");
             let retry = d.retry_after_ms as u64 * 1000;
             assert!(
                 decide(tat, r, cost, now + retry).0.allowed,
                 "{r:?} {cost} {tat:?} {now}"
             );
-            assert!(!decide(tat, r, cost, now + retry - 1000).0.allowed);
+            assert!(
+                !decide(tat, r, cost, now + retry - 1000).0.allowed,
+                "{r:?} {cost} {tat:?} {now}"
+            );
         }
+        // Both outcomes were exercised, the denials (the point) most.
+        eprintln!("admitted {admitted}, denied {denied}");
+        assert!(denied >= 1_000 && admitted >= 200, "{admitted} / {denied}");
     }
 
     #[test]

@@ -160,20 +160,28 @@ mod tests {
     #[test]
     fn retry_after_is_exact_to_the_millisecond() {
         // Brute force over times: the first whole-ms instant at which the request fits.
-        for (cur, prev, limit, cost, offset) in [
-            (1u64, 8u64, 8u64, 1u64, 200_000u64),
-            (0, 8, 8, 1, 200_000),
-            (3, 5, 6, 2, 1_234_567),
-            (5, 0, 5, 1, 9_999_999),
-            (4, 9, 5, 5, 0),
-            (2, 1, 3, 1, 7_000_001),
+        // Each row says whether the request is admitted at once; every row is checked.
+        let (mut admitted, mut denied) = (0, 0);
+        for (cur, prev, limit, cost, offset, allowed) in [
+            // 1 + floor(8 × 9.8 / 10) = 8, full.
+            (1u64, 8u64, 8u64, 1u64, 200_000u64, false),
+            // 0 + 7: one more fits.
+            (0, 8, 8, 1, 200_000, true),
+            // 3 + floor(5 × 8.765433 / 10) = 7, and 2 more do not fit 6.
+            (3, 5, 6, 2, 1_234_567, false),
+            (5, 0, 5, 1, 9_999_999, false),
+            (4, 9, 5, 5, 0, false),
+            // 2 + floor(1 × 2.999999 / 10) = 2: one more fits 3.
+            (2, 1, 3, 1, 7_000_001, true),
+            // floor(3 × 3.333334 / 10) = 1 fills limit 1; 1 µs later it is 0:
+            // retry 1 ms.
+            (0, 3, 1, 1, 6_666_666, false),
+            // Exactly at the start of a window: all of the previous one counts.
+            (0, 4, 5, 1, 0, true),
         ] {
             let c = counters(cur, prev);
             let now = T0 + offset;
             let d = decide(c, limit, cost, W, now);
-            if d.allowed {
-                continue;
-            }
             let fits = |t: u64| {
                 // Counters as they would be read at t if nothing else arrived.
                 let shifted = match window_index(t, W) - window_index(now, W) {
@@ -183,6 +191,15 @@ mod tests {
                 };
                 estimate(shifted, W, t) + u128::from(cost) <= u128::from(limit)
             };
+            assert_eq!(d.allowed, allowed, "{c:?} {offset}");
+            assert_eq!(d.allowed, fits(now), "{c:?} {offset}");
+            if d.allowed {
+                assert_eq!(d.retry_after_ms, 0, "{c:?} {offset}");
+                admitted += 1;
+                continue;
+            }
+            denied += 1;
+            assert!(d.retry_after_ms > 0, "{c:?} {offset}: {}", d.retry_after_ms);
             let retry = d.retry_after_ms as u64 * 1000;
             assert!(fits(now + retry), "{c:?} {offset}: not admitted at retry");
             assert!(
@@ -190,6 +207,7 @@ mod tests {
                 "{c:?} {offset}: admitted before retry"
             );
         }
+        assert_eq!((admitted, denied), (3, 5));
     }
 
     #[test]

@@ -7,8 +7,15 @@ use redis_module::raw;
 
 use crate::commands::COMMANDS;
 
-/// Fields read `rl_<command>_<counter>`, e.g. `rl_slidelog_denied:12`; Redis adds
-/// the `rl_` prefix itself.
+/// The build id (see build.rs and tools/source_hash.rs), as a C string.
+const BUILD_ID: &std::ffi::CStr =
+    match std::ffi::CStr::from_bytes_with_nul(concat!(env!("RL_BUILD_ID"), "\0").as_bytes()) {
+        Ok(id) => id,
+        Err(_) => c"unknown",
+    };
+
+/// The first field is `rl_build:<hex>`, then fields read `rl_<command>_<counter>`, e.g.
+/// `rl_slidelog_denied:12`; Redis adds the `rl_` prefix itself.
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     // SAFETY: called by Redis with a live info context; field names are C strings that
     // outlive each call.
@@ -21,6 +28,11 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         };
         if section(ctx, std::ptr::null_mut()) != 0 {
             return;
+        }
+        // `rl_build:<16 hex>`: the hash of the sources this module was built from
+        // (build.rs), so that a stale build can be told from the current one.
+        if let Some(text) = raw::RedisModule_InfoAddFieldCString {
+            text(ctx, c"build".as_ptr(), BUILD_ID.as_ptr());
         }
         for command in COMMANDS.iter().filter(|c| !c.debug) {
             let name = command.name.to_str().unwrap_or("rl.");

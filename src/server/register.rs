@@ -53,6 +53,7 @@ required![
     RedisModule_GetCurrentUserName,
     RedisModule_GetModuleUserFromUserName,
     RedisModule_GetRandomBytes,
+    RedisModule_InfoAddFieldCString,
     RedisModule_InfoAddFieldULongLong,
     RedisModule_InfoAddSection,
     RedisModule_IsKeysPositionRequest,

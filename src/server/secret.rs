@@ -5,6 +5,12 @@
 //! `rl.secret-file` holds only a path. The file is read when the config is set (at
 //! load or by CONFIG SET), so a change takes effect at once and a bad path is refused
 //! there, with the old secret kept. Without a file, the server's RL_SECRET is used.
+//!
+//! The file is read on the main thread, so nothing about it may block or grow without
+//! bound: it is opened non-blocking (a FIFO with no writer cannot hold the open),
+//! anything but a regular file is refused (FIFOs, devices such as `/dev/zero`,
+//! directories, sockets), and so is a file longer than [`MAX_SECRET_FILE`] bytes, of
+//! which no more than one byte past the cap is ever read.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -31,9 +37,40 @@ pub struct SecretFile;
 
 pub static SECRET_FILE: SecretFile = SecretFile;
 
+/// The longest secret file accepted, in bytes: a secret is a short random string
+/// (32 bytes of hex is 64), so this leaves room for any sensible one.
+pub const MAX_SECRET_FILE: u64 = 4096;
+
 /// A secret file's content, without the line break an editor or `echo` leaves.
 fn read_secret(path: &str) -> std::result::Result<Vec<u8>, String> {
-    let mut bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let cannot = |e: std::io::Error| format!("cannot read {path}: {e}");
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    // O_NOCTTY: a terminal named by mistake does not become the server's.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(cannot)?;
+    // The type of what was opened, not of what the path named a moment earlier.
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(format!("{path} is not a regular file"));
+    }
+    let too_long = || format!("{path} is longer than {MAX_SECRET_FILE} bytes");
+    if meta.len() > MAX_SECRET_FILE {
+        return Err(too_long());
+    }
+    // The file may grow after the check: read one byte past the cap at most.
+    let mut bytes = Vec::new();
+    file.take(MAX_SECRET_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_SECRET_FILE {
+        return Err(too_long());
+    }
     while matches!(bytes.last(), Some(b'\n' | b'\r')) {
         bytes.pop();
     }

@@ -5,12 +5,19 @@
 
 pub mod workload;
 
+// source_files() and source_hash(): the build id, computed as build.rs computes it.
+include!("../../tools/source_hash.rs");
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub use redis::{Connection, Value};
+
+/// The server's stderr, in its temp dir.
+const STDERR_FILE: &str = "stderr.log";
 
 pub struct Server {
     child: Child,
@@ -31,6 +38,46 @@ pub fn module_path() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The build id of the sources in this checkout (what `INFO rl` shows as `rl_build`
+/// for a module built from them).
+pub fn current_build_id() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    source_hash(root).unwrap_or_else(|e| panic!("cannot hash the sources: {e}"))
+}
+
+/// `rl_build` from `INFO rl`, if the module shows one.
+pub fn build_id(c: &mut Connection) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg("rl").query(c).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("rl_build:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// Refuses (once per test process, on the first server with the module) to test a
+/// module built from other sources than this checkout's: `cargo test` does not rebuild
+/// target/release/libredis_rl.so. A module given by RL_MODULE is the user's choice.
+fn check_build_id(c: &mut Connection) {
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    if std::env::var_os("RL_MODULE").is_some() {
+        return;
+    }
+    let verdict = CHECKED.get_or_init(|| {
+        let want = current_build_id();
+        match build_id(c) {
+            Some(got) if got == want => Ok(()),
+            got => Err(format!(
+                "target/release/libredis_rl.so was built from other sources: run \
+                 `cargo build --release` or `make test` (its build id is {}, the \
+                 sources' is {want})",
+                got.as_deref().unwrap_or("missing")
+            )),
+        }
+    });
+    if let Err(e) = verdict {
+        panic!("{e}");
+    }
 }
 
 pub fn server_binary() -> String {
@@ -88,7 +135,13 @@ impl Server {
                 .env_remove("RL_SECRET")
                 .envs(env.iter().copied())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null());
+                // A Rust panic's message goes to stderr (the panic hook), not to the
+                // server log: keep it, for `panics()`.
+                .stderr(
+                    std::fs::File::create(dir.path().join(STDERR_FILE))
+                        .map(Stdio::from)
+                        .expect("stderr file"),
+                );
             let child = cmd.spawn().expect("could not start redis-server");
             let mut server = Server { child, port, dir };
             // A later `--dir` in `extra` wins over the harness's own.
@@ -98,7 +151,12 @@ impl Server {
                 .map(|w| PathBuf::from(w[1]))
                 .unwrap_or_else(|| server.dir.path().to_path_buf());
             match server.wait_ready(&expected_dir) {
-                Ok(()) => return server,
+                Ok(()) => {
+                    if with_module {
+                        check_build_id(&mut server.conn());
+                    }
+                    return server;
+                }
                 Err(e) => last_error = e,
             }
         }
@@ -140,6 +198,21 @@ impl Server {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// What the server process wrote to its stderr (a panic's message, among others).
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join(STDERR_FILE)).unwrap_or_default()
+    }
+
+    /// The lines of the server log and of stderr that report a Rust panic.
+    pub fn panics(&self) -> Vec<String> {
+        let (log, stderr) = (self.log(), self.stderr());
+        log.lines()
+            .chain(stderr.lines())
+            .filter(|l| l.contains("panicked"))
+            .map(String::from)
+            .collect()
     }
 
     fn try_conn(&self) -> redis::RedisResult<Connection> {
@@ -201,18 +274,27 @@ fn lossy(args: &[&[u8]]) -> Vec<String> {
 /// A fixed instant (a multiple of every window the tests use) in microseconds.
 pub const T0: u64 = 1_764_480_000_000_000;
 
-/// Every key with its DUMP and PTTL, sorted: a snapshot to compare before and after.
+/// Every key with its DUMP and PEXPIRETIME, sorted: a snapshot to compare before and
+/// after. (One pipeline for all the keys: the stepwise tests take one per step.)
 pub fn snapshot(c: &mut Connection) -> Vec<(Vec<u8>, Option<Vec<u8>>, i64)> {
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).expect("KEYS");
+    let mut pipe = redis::pipe();
+    for k in &keys {
+        pipe.cmd("DUMP").arg(k).cmd("PEXPIRETIME").arg(k);
+    }
+    let replies: Vec<Value> = if keys.is_empty() {
+        Vec::new()
+    } else {
+        pipe.query(c).expect("DUMP, PEXPIRETIME")
+    };
+    assert_eq!(replies.len(), 2 * keys.len());
     let mut out: Vec<_> = keys
         .into_iter()
-        .map(|k| {
-            let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(&k).query(c).expect("DUMP");
-            let pexpiretime: i64 = redis::cmd("PEXPIRETIME")
-                .arg(&k)
-                .query(c)
-                .expect("PEXPIRETIME");
-            (k, dump, pexpiretime)
+        .zip(replies.chunks(2))
+        .map(|(k, pair)| {
+            let dump: Option<Vec<u8>> = redis::from_redis_value(&pair[0]).expect("DUMP");
+            let at: i64 = redis::from_redis_value(&pair[1]).expect("PEXPIRETIME");
+            (k, dump, at)
         })
         .collect();
     out.sort();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{rl, Connection};
+use super::{rl, Connection, T0};
 
 /// Keys whose expiry is this close to (or past) the reference clock when the
 /// snapshots are taken are left out of comparisons: they may be deleted on one side
@@ -200,9 +200,14 @@ pub fn stable(snap: &Snapshot, cutoff_ms: i64) -> BTreeMap<String, (Option<Vec<u
         .collect()
 }
 
-/// Asserts that the two datasets agree on every key not about to expire, and that
-/// the comparison covered keys of every limiter.
-pub fn assert_same_data(label: &str, expected: &Snapshot, actual: &Snapshot, now_ms: i64) -> usize {
+/// Asserts that the two datasets agree on every key not about to expire (each key of
+/// `expected` having a TTL); returns the keys compared.
+pub fn assert_same_keys(
+    label: &str,
+    expected: &Snapshot,
+    actual: &Snapshot,
+    now_ms: i64,
+) -> BTreeMap<String, (Option<Vec<u8>>, i64)> {
     for (k, dump, at) in expected {
         let name = String::from_utf8_lossy(k);
         assert_ne!(*at, -1, "{label}: {name} has no TTL");
@@ -240,6 +245,13 @@ pub fn assert_same_data(label: &str, expected: &Snapshot, actual: &Snapshot, now
         want.len(),
         problems.join("\n")
     );
+    want
+}
+
+/// Asserts that the two datasets agree on every key not about to expire, and that
+/// the comparison covered keys of every limiter.
+pub fn assert_same_data(label: &str, expected: &Snapshot, actual: &Snapshot, now_ms: i64) -> usize {
+    let want = assert_same_keys(label, expected, actual, now_ms);
     for algo in Algo::ALL {
         let n = want
             .keys()
@@ -252,4 +264,152 @@ pub fn assert_same_data(label: &str, expected: &Snapshot, actual: &Snapshot, now
         );
     }
     want.len()
+}
+
+// ---------------------------------------------------------------------------------
+// A workload that lands on the edges, compared after every step
+
+/// One limiter of the stepwise workload: windows in whole milliseconds.
+struct EdgeLimiter {
+    algo: Algo,
+    key: String,
+    limit: u64,
+    windows_ms: Vec<u64>,
+    burst: Option<u64>,
+}
+
+/// The µs instants after `now` + 1 where `l`'s state changes under `window_ms`: where
+/// an entry is exactly `window` old (trimmed; 1 µs earlier it is kept), a counter
+/// window starts, a GCRA TAT is reached.
+fn edges(c: &mut Connection, l: &EdgeLimiter, window_ms: u64, now: u64) -> Vec<u64> {
+    let w = window_ms * 1000;
+    let base: Vec<u64> = match l.algo {
+        Algo::Log => {
+            let scored: Vec<(String, u64)> = redis::cmd("ZRANGE")
+                .arg(&l.key)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(c)
+                .expect("ZRANGE");
+            scored.into_iter().map(|(_, s)| s + w).collect()
+        }
+        Algo::Count | Algo::Fixed => vec![(now / w + 1) * w],
+        Algo::Gcra => {
+            // The TAT, and about where one more unit starts to fit: one emission
+            // interval past the TAT minus the burst's worth of intervals.
+            let tat: Option<u64> = redis::cmd("GET").arg(&l.key).query(c).expect("GET");
+            let interval = w.div_ceil(l.limit);
+            let tolerance = (l.burst.unwrap_or(l.limit) * w).div_ceil(l.limit);
+            tat.into_iter()
+                .flat_map(|t| [t, (t + interval).saturating_sub(tolerance)])
+                .collect()
+        }
+    };
+    // Room for the instant before each, since NOW only moves forward.
+    base.into_iter().filter(|&t| t > now + 1).collect()
+}
+
+/// What the stepwise workload exercised.
+#[derive(Debug, Default)]
+pub struct EdgeTally {
+    pub allowed: BTreeMap<Algo, u64>,
+    pub denied: BTreeMap<Algo, u64>,
+    /// Steps whose NOW was an edge of the limiter called (see `edges`).
+    pub on_edge: BTreeMap<Algo, u64>,
+}
+
+/// A seeded workload of all four limiters on explicit NOW instants, half of them chosen
+/// on an edge of the limiter called (an RL.SLIDELOG entry exactly `window` old, or
+/// 1 µs younger or older; a counter window's boundary; a GCRA TAT, and when one more
+/// unit starts to fit), so that a trim or
+/// a window change off by one microsecond leaves the replicated state different.
+/// Windows of 1.5 s and more (the keys' TTLs, on the server clock, outlast the
+/// comparisons' margin); several limiters use a short and a long window in turn, so
+/// long-lived logs are trimmed. `after_step(c, step, line)` runs after every call.
+pub fn edge_workload(
+    c: &mut Connection,
+    seed: u64,
+    steps: usize,
+    mut after_step: impl FnMut(&mut Connection, usize, &str),
+) -> EdgeTally {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut limiters = Vec::new();
+    for algo in Algo::ALL {
+        for i in 0..4 {
+            let windows_ms = if i == 3 {
+                vec![1_500, 4_000, 20_000]
+            } else {
+                vec![rng.gen_range(15..=80) * 100]
+            };
+            limiters.push(EdgeLimiter {
+                algo,
+                key: format!("rl:{{edge{i}}}:{}", algo.tag()),
+                // (GCRA: long emission intervals, so that its keys, which expire on the
+                // server clock when their TAT is reached, live through many steps.)
+                limit: rng.gen_range(1..=if algo == Algo::Gcra { 2 } else { 5 }),
+                windows_ms,
+                burst: (algo == Algo::Gcra && rng.gen_bool(0.5)).then(|| rng.gen_range(1..=2)),
+            });
+        }
+    }
+    let mut tally = EdgeTally::default();
+    let mut now = T0 + rng.gen_range(0..1_000_000);
+    for step in 0..steps {
+        let mut l = &limiters[rng.gen_range(0..limiters.len())];
+        let mut window_ms = l.windows_ms[rng.gen_range(0..l.windows_ms.len())];
+        let mut on_edge = false;
+        if rng.gen_bool(0.5) {
+            // The nearest edge of any limiter of one kind, and that limiter is called
+            // there. (NOW only moves forward, for every limiter: far jumps would
+            // leave the others idle.)
+            let algo = Algo::ALL[rng.gen_range(0..Algo::ALL.len())];
+            let mut nearest: Option<(u64, usize, u64)> = None;
+            for (i, cand) in limiters.iter().enumerate().filter(|(_, m)| m.algo == algo) {
+                for &w in &cand.windows_ms {
+                    for t in edges(c, cand, w, now) {
+                        if nearest.is_none_or(|(best, _, _)| t < best) {
+                            nearest = Some((t, i, w));
+                        }
+                    }
+                }
+            }
+            if let Some((t, i, w)) = nearest {
+                // On the edge, or 1 µs either side of it.
+                let at = t + rng.gen_range(0..=2) - 1;
+                (now, l, window_ms, on_edge) = (at, &limiters[i], w, true);
+            }
+        }
+        if !on_edge && rng.gen_bool(0.3) {
+            now += rng.gen_range(1..=20_000);
+        }
+        let mut line = format!("{} {} {} {window_ms}ms", l.algo.command(), l.key, l.limit);
+        if let Some(b) = l.burst {
+            line.push_str(&format!(" BURST {b}"));
+        }
+        let cost = match rng.gen_range(0..10) {
+            0..=6 => 1,
+            _ => rng.gen_range(2..=3),
+        };
+        line.push_str(&format!(" COST {cost} NOW {now}"));
+        let reply = rl(c, &line);
+        let outcome = if reply.0 == 1 {
+            &mut tally.allowed
+        } else {
+            &mut tally.denied
+        };
+        *outcome.entry(l.algo).or_default() += 1;
+        if on_edge {
+            *tally.on_edge.entry(l.algo).or_default() += 1;
+        }
+        after_step(c, step, &line);
+    }
+    for algo in Algo::ALL {
+        let n = |m: &BTreeMap<Algo, u64>| m.get(&algo).copied().unwrap_or(0);
+        assert!(
+            n(&tally.allowed) >= 10 && n(&tally.denied) >= 10 && n(&tally.on_edge) >= 10,
+            "the edge workload did not exercise {algo:?}: {tally:?}"
+        );
+    }
+    tally
 }
