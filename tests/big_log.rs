@@ -40,25 +40,37 @@ fn a_denial_on_a_million_entry_log_is_exact() {
     // newest at T0 + 999,999 µs + 60 s.
     let newest_leaves = T0 + MEMBERS - 1 + WINDOW_US;
     let d = rl(&mut c, &format!("RL.SLIDELOG big 1 60 NOW {now}"));
-    assert_eq!(d, (0, 0, (newest_leaves - now).div_ceil(1000) as i64, 60_000));
+    assert_eq!(
+        d,
+        (0, 0, (newest_leaves - now).div_ceil(1000) as i64, 60_000)
+    );
 
     // Half the log must leave: the 500,000th oldest entry's exit admits the request.
     let limit = MEMBERS / 2 + 1;
     let leaves = T0 + MEMBERS / 2 - 1 + WINDOW_US;
     let retry = (leaves - now).div_ceil(1000) as i64;
     for mode in ["PEEK", ""] {
-        let d = rl(&mut c, &format!("RL.SLIDELOG big {limit} 60 NOW {now} {mode}"));
+        let d = rl(
+            &mut c,
+            &format!("RL.SLIDELOG big {limit} 60 NOW {now} {mode}"),
+        );
         assert_eq!((d.0, d.1, d.2), (0, 0, retry), "{mode}");
         // Exact to the millisecond: denied 1 ms before, admitted at the retry time.
         let before = now + retry as u64 * 1000 - 1000;
-        let d = rl(&mut c, &format!("RL.SLIDELOG big {limit} 60 NOW {before} PEEK"));
+        let d = rl(
+            &mut c,
+            &format!("RL.SLIDELOG big {limit} 60 NOW {before} PEEK"),
+        );
         assert_eq!(d.0, 0);
         let at = now + retry as u64 * 1000;
         let d = rl(&mut c, &format!("RL.SLIDELOG big {limit} 60 NOW {at} PEEK"));
         assert_eq!(d.0, 1);
     }
     // A costlier request waits for more entries (COST 7: 6 more must leave).
-    let d = rl(&mut c, &format!("RL.SLIDELOG big {limit} 60 NOW {now} COST 7 PEEK"));
+    let d = rl(
+        &mut c,
+        &format!("RL.SLIDELOG big {limit} 60 NOW {now} COST 7 PEEK"),
+    );
     assert_eq!(d.2, (leaves + 6 - now).div_ceil(1000) as i64);
 }
 
@@ -75,7 +87,10 @@ fn expired_entries_before_the_window_do_not_shift_the_rank() {
 
     // PEEK counts only what is inside, and removes nothing.
     let limit = inside + 1;
-    let d = rl(&mut c, &format!("RL.SLIDELOG mixed {limit} 60 NOW {now} COST 2 PEEK"));
+    let d = rl(
+        &mut c,
+        &format!("RL.SLIDELOG mixed {limit} 60 NOW {now} COST 2 PEEK"),
+    );
     // One of the inside entries must leave: the oldest inside, at T0 + 300,000 µs,
     // which leaves 1 µs from now.
     assert_eq!((d.0, d.1, d.2), (0, 1, 1));
@@ -83,7 +98,10 @@ fn expired_entries_before_the_window_do_not_shift_the_rank() {
     assert_eq!(card, MEMBERS);
 
     // A real call removes a bounded batch of the expired entries and decides the same.
-    let real = rl(&mut c, &format!("RL.SLIDELOG mixed {limit} 60 NOW {now} COST 2"));
+    let real = rl(
+        &mut c,
+        &format!("RL.SLIDELOG mixed {limit} 60 NOW {now} COST 2"),
+    );
     assert_eq!((real.0, real.1, real.2), (d.0, d.1, d.2));
     let card: u64 = redis::cmd("ZCARD").arg("mixed").query(&mut c).unwrap();
     assert_eq!(card, MEMBERS - 1_000);

@@ -30,11 +30,7 @@ fn state(c: &mut Connection, key: &str) -> (Option<String>, String, Vec<u8>, i64
         .unwrap();
     let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(c).unwrap();
     let expire: i64 = redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap();
-    let memory: i64 = redis::cmd("MEMORY")
-        .arg("USAGE")
-        .arg(key)
-        .query(c)
-        .unwrap();
+    let memory: i64 = redis::cmd("MEMORY").arg("USAGE").arg(key).query(c).unwrap();
     (value, encoding, dump, expire, memory)
 }
 
@@ -46,17 +42,37 @@ fn peek_leaves_script_written_counters_and_tats_as_they_are() {
 
     // The seed's fixed-window script: rl:fix:<start> by INCR.
     for _ in 0..3 {
-        eval(&mut c, FIXED_LUA, &["rl:fix"], &[now_s.to_string(), "10".into(), "8".into()]);
+        eval(
+            &mut c,
+            FIXED_LUA,
+            &["rl:fix"],
+            &[now_s.to_string(), "10".into(), "8".into()],
+        );
     }
     // The counter script: the current window (i) and, from an earlier call, i - 1.
     let i = now_s / 10;
     for key in [format!("rl:cnt:{i}"), format!("rl:cnt:{}", i - 1)] {
         let prev = format!("{key}:unused");
-        eval(&mut c, COUNTER_LUA, &[&key, &prev], &["100".into(), "0.5".into(), "10".into()]);
-        eval(&mut c, COUNTER_LUA, &[&key, &prev], &["100".into(), "0.5".into(), "10".into()]);
+        eval(
+            &mut c,
+            COUNTER_LUA,
+            &[&key, &prev],
+            &["100".into(), "0.5".into(), "10".into()],
+        );
+        eval(
+            &mut c,
+            COUNTER_LUA,
+            &[&key, &prev],
+            &["100".into(), "0.5".into(), "10".into()],
+        );
     }
     // The GCRA script: rl:gcra holds the TAT, SET as an integer.
-    eval(&mut c, GCRA_LUA, &["rl:gcra"], &[T0.to_string(), "100000".into(), "5".into()]);
+    eval(
+        &mut c,
+        GCRA_LUA,
+        &["rl:gcra"],
+        &[T0.to_string(), "100000".into(), "5".into()],
+    );
 
     let keys = [
         format!("rl:fix:{now_s}"),
@@ -70,14 +86,35 @@ fn peek_leaves_script_written_counters_and_tats_as_they_are() {
     }
 
     let fixed = rl(&mut c, &format!("RL.FIXED rl:fix 8 10 NOW {T0} PEEK"));
-    assert_eq!((fixed.0, fixed.1), (1, 4), "the script's 3 count, and this one");
-    let count = rl(&mut c, &format!("RL.SLIDECOUNT rl:cnt 100 10 NOW {T0} PEEK"));
-    assert_eq!((count.0, count.1), (1, 95), "2 now, 2 fully weighted, and this one");
-    let gcra = rl(&mut c, &format!("RL.GCRA rl:gcra 10 1 BURST 5 NOW {T0} PEEK"));
-    assert_eq!((gcra.0, gcra.1), (1, 3), "one spent by the script, and this one");
+    assert_eq!(
+        (fixed.0, fixed.1),
+        (1, 4),
+        "the script's 3 count, and this one"
+    );
+    let count = rl(
+        &mut c,
+        &format!("RL.SLIDECOUNT rl:cnt 100 10 NOW {T0} PEEK"),
+    );
+    assert_eq!(
+        (count.0, count.1),
+        (1, 95),
+        "2 now, 2 fully weighted, and this one"
+    );
+    let gcra = rl(
+        &mut c,
+        &format!("RL.GCRA rl:gcra 10 1 BURST 5 NOW {T0} PEEK"),
+    );
+    assert_eq!(
+        (gcra.0, gcra.1),
+        (1, 3),
+        "one spent by the script, and this one"
+    );
 
     let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
-    assert_eq!(after, before, "PEEK changed a stored value or how it is stored");
+    assert_eq!(
+        after, before,
+        "PEEK changed a stored value or how it is stored"
+    );
 }
 
 #[test]

@@ -121,7 +121,10 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
         let (value, log) = match key_use.kind {
-            KeyKind::Integer => (key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?, None),
+            KeyKind::Integer => (
+                key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?,
+                None,
+            ),
             KeyKind::Log => {
                 let cut = cutoff(now, limit.spec.window);
                 (None, Some(LogState::read(call, &key, name.ptr(), cut)?))
