@@ -42,7 +42,7 @@ pub enum Error {
     #[error("ERR RL.ALL needs a number of limits from 1 to {0}")]
     BadLimitCount(u64),
 
-    #[error("ERR RL.ALL: unknown algorithm '{0}' (SLIDELOG, SLIDECOUNT, FIXED or GCRA)")]
+    #[error("ERR RL.ALL: unknown algorithm '{0}'")]
     UnknownAlgorithm(String),
 
     #[error(

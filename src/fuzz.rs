@@ -232,7 +232,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
         .iter()
         .filter_map(|c| c.algorithm)
         .collect();
-    assert_eq!(algorithms.len(), 4);
+    assert!(algorithms.len() >= 4);
     for _ in 0..cases() / 4 {
         for &a in &algorithms {
             let spec = Spec {
