@@ -341,7 +341,7 @@ fn rl_all_matches_peek_then_spend_with_single_commands() {
     let mut rng = StdRng::seed_from_u64(0xa110f1e55);
     let mut stats = DiffStats::default();
     let started = Instant::now();
-    const SCENARIOS: u64 = 10;
+    const SCENARIOS: u64 = 8;
     const STEPS: u64 = 250;
     for scenario in 0..SCENARIOS {
         let pool = random_pool(&mut rng, 7);
