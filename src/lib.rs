@@ -23,7 +23,7 @@ mod module {
     use crate::server::call::{run, Call, Reply};
     use crate::server::secret::{load_environment, SECRET_FILE};
     use crate::server::stats::{self, Stats};
-    use crate::server::{debug, fixed, gcra, info, pseudonym, slidecount, slidelog};
+    use crate::server::{cluster, debug, fixed, gcra, info, pseudonym, slidecount, slidelog};
 
     type Handler = fn(&Call) -> Result<Reply>;
 
@@ -110,6 +110,10 @@ mod module {
             if let Some(register_info) = raw::RedisModule_RegisterInfoFunc {
                 register_info(ctx.ctx, Some(info::info));
             }
+        }
+        // In cluster mode: what keeps the importing-slot cache fresh.
+        if !cluster::register(ctx.ctx) {
+            return Status::Err;
         }
         register(ctx.ctx)
     }
