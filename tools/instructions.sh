@@ -26,7 +26,6 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 module="${RL_MODULE:-$root/target/release/libredis_rl.so}"
 server="${RL_SERVER:-redis-server}"
 work="${RL_INSTRUCTIONS_DIR:-$(mktemp -d)}"
-[ -n "${RL_INSTRUCTIONS_DIR:-}" ] || trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"
 calls=${RL_INSTRUCTIONS_CALLS:-20000}
 now_us=1764480000000000
@@ -39,10 +38,18 @@ done
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# The server under callgrind, stopped if the script ends early.
+server_pid=
+cleanup() {
+  [ -z "$server_pid" ] || kill "$server_pid" 2>/dev/null || true
+  [ -n "${RL_INSTRUCTIONS_DIR:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
 fail() { echo "instructions: $*" >&2; exit 1; }
 
 # profile NAME standalone|cluster SCRIPT|- BENCHMARK-ARGS...: runs the load under
-# callgrind, leaves $work/NAME.out.
+# callgrind, leaves $work/NAME.out and the calls made in $work/NAME.calls.
 profile() {
   local name=$1 mode=$2 script=$3; shift 3
   # RL_INSTRUCTIONS_REUSE=1 with RL_INSTRUCTIONS_DIR: report on an earlier run.
@@ -58,6 +65,7 @@ profile() {
     "$server" --port "$p" --dir "$dir" --save "" --appendonly no "${extra[@]}" \
     --loadmodule "$module" >"$work/$name.log" 2>&1 &
   local pid=$!
+  server_pid=$pid
   local up=
   for _ in $(seq 1 150); do
     redis-cli -p "$p" ping >/dev/null 2>&1 && { up=1; break; }
@@ -95,6 +103,7 @@ profile() {
   echo "$made" >"$work/$name.calls"
   redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
+  server_pid=
 }
 
 # made FILE: the calls the run made.
