@@ -122,8 +122,9 @@ memcheck: build
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	tools/memcheck.sh
 
-# Instructions per call inside each command, under callgrind (stable where µs are
-# noisy): INCR, the limiters, the Lua scripts, and RL.FIXED by module API function.
+# Instructions per call under callgrind (stable where µs are noisy): the whole event
+# loop, standalone and on a one-node cluster, and inside each command: INCR, the
+# limiters, the Lua scripts, and RL.FIXED by module API function.
 instructions: build
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	tools/instructions.sh

@@ -67,7 +67,11 @@ mod module {
             log_warning(ctx.ctx, &format!("rl: {e}"));
             return Status::Err;
         }
-        let _ = cluster::importing;
+        // In cluster mode: what keeps the importing-slot cache fresh.
+        if !cluster::register(ctx.ctx) {
+            log_warning(ctx.ctx, "rl: the server refused the cluster command filter");
+            return Status::Err;
+        }
         Status::Ok
     }
 

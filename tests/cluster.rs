@@ -882,3 +882,371 @@ fn slot_migration_keeps_fixed_and_slidecount_counters() {
     }
     assert_eq!(router.rl(&count_line).0, 0, "SLIDECOUNT over its limit");
 }
+
+/// The three phases of a slot move, as the traffic below sees them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// The slot is stable on its old node (before CLUSTER SETSLOT IMPORTING).
+    Before,
+    /// IMPORTING/MIGRATING set, keys moving one MIGRATE at a time.
+    InFlight,
+    /// CLUSTER SETSLOT NODE sent to every node.
+    After,
+}
+
+/// One limiter identity and the model of what it has spent: every admitted call must
+/// continue exactly from the model's count, never from zero.
+struct Identity {
+    line: String,
+    limit: i64,
+    spent: i64,
+}
+
+impl Identity {
+    fn new(cmd: &str, key: &str, limit: i64) -> Identity {
+        Identity {
+            line: format!("{cmd} {key} {limit} 60 NOW"),
+            limit,
+            spent: 0,
+        }
+    }
+
+    /// One call at `now`; Ok(true) if admitted, Ok(false) if denied, Err if TRYAGAIN.
+    /// Panics on any reply that does not continue the model (an over-admission).
+    fn call(&mut self, router: &mut Router, now: u64, context: &str) -> Result<bool, ()> {
+        let line = format!("{} {now}", self.line);
+        match router.try_rl(&line) {
+            Ok(reply) => {
+                if self.spent < self.limit {
+                    self.spent += 1;
+                    assert_eq!(
+                        (reply.0, reply.1),
+                        (1, self.limit - self.spent),
+                        "{line} did not continue its count ({context})"
+                    );
+                    Ok(true)
+                } else {
+                    assert_eq!(reply.0, 0, "{line} admitted over its limit ({context})");
+                    Ok(false)
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::TryAgain => Err(()),
+            Err(e) => panic!("{line} ({context}): {e}"),
+        }
+    }
+}
+
+/// TRYAGAIN replies seen in one phase, and when the first and last came.
+#[derive(Default)]
+struct Refusals {
+    existing: usize,
+    new: usize,
+    other_slots: usize,
+    served: usize,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Refusals {
+    fn count(&mut self, kind: &str) {
+        let now = Instant::now();
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+        match kind {
+            "existing" => self.existing += 1,
+            "new" => self.new += 1,
+            _ => self.other_slots += 1,
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.existing + self.new + self.other_slots
+    }
+
+    fn lasted_ms(&self) -> f64 {
+        match (self.first, self.last) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64() * 1000.0,
+            _ => 0.0,
+        }
+    }
+}
+
+/// A slot moved key by key under traffic of RL.FIXED and RL.SLIDECOUNT, for
+/// identities whose counters exist (some at their limit) and for new ones, with
+/// traffic on the other nodes' slots too. Time advances through NOW (10 ms per round,
+/// inside one window). TRYAGAIN is only ever answered while the slot is in flight,
+/// and only in that slot; no call is ever admitted beyond what its counter allows.
+#[test]
+fn slot_moved_under_traffic_refuses_only_in_flight_and_never_over_admits() {
+    let cluster = Cluster::start();
+    let mut router = Router::new(&cluster);
+    let (base, slot, from, to) = migration_slot(&cluster, "mig-traffic");
+    // New identities in slots that stay where they are, one on each node: the target's
+    // first limiter calls read (and cache) its importing slots before the move starts.
+    let others: Vec<String> = tag_per_node(&cluster)
+        .into_iter()
+        .map(|tag| format!("rl:{{{tag}}}"))
+        .collect();
+    const FIXED_LIMIT: i64 = 3;
+    const COUNT_LIMIT: i64 = 50;
+
+    // Identities whose counters exist before the move: two FIXED at their limit, two
+    // part-way, and four SLIDECOUNT part-way.
+    let mut existing: Vec<Identity> = Vec::new();
+    for n in 0..4 {
+        existing.push(Identity::new(
+            "RL.FIXED",
+            &format!("{base}:fixed:{n}"),
+            FIXED_LIMIT,
+        ));
+        existing.push(Identity::new(
+            "RL.SLIDECOUNT",
+            &format!("{base}:count:{n}"),
+            COUNT_LIMIT,
+        ));
+    }
+    for (i, id) in existing.iter_mut().enumerate() {
+        let calls = match i {
+            0 | 2 => FIXED_LIMIT + 1,
+            _ => 1 + i as i64 % 3,
+        };
+        for _ in 0..calls {
+            id.call(&mut router, NOW, "setting up")
+                .expect("no TRYAGAIN before the move");
+        }
+    }
+    assert_eq!(existing[0].spent, FIXED_LIMIT);
+    assert_eq!(existing[2].spent, FIXED_LIMIT);
+
+    let mut refusals: HashMap<&'static str, Refusals> = HashMap::new();
+    let mut refused_new: Vec<Identity> = Vec::new();
+    let mut round = 0u64;
+    let mut fresh = 0usize;
+    // One round of traffic: every existing identity once, a new FIXED and a new
+    // SLIDECOUNT identity in the moving slot, and a new one in each other slot.
+    let mut traffic = |router: &mut Router,
+                       phase: Phase,
+                       stage: &str,
+                       existing: &mut Vec<Identity>,
+                       refusals: &mut HashMap<&'static str, Refusals>,
+                       refused_new: &mut Vec<Identity>| {
+        round += 1;
+        let now = NOW + round * 10_000;
+        let context = format!("{phase:?}, {stage}");
+        let tally = refusals
+            .entry(match phase {
+                Phase::Before => "before",
+                Phase::InFlight => "in flight",
+                Phase::After => "after",
+            })
+            .or_default();
+        for id in existing.iter_mut() {
+            match id.call(router, now, &context) {
+                Ok(_) => tally.served += 1,
+                Err(()) => tally.count("existing"),
+            }
+        }
+        fresh += 1;
+        for mut id in [
+            Identity::new("RL.FIXED", &format!("{base}:fixed:new{fresh}"), FIXED_LIMIT),
+            Identity::new(
+                "RL.SLIDECOUNT",
+                &format!("{base}:count:new{fresh}"),
+                COUNT_LIMIT,
+            ),
+        ] {
+            match id.call(router, now, &context) {
+                Ok(_) => tally.served += 1,
+                Err(()) => {
+                    tally.count("new");
+                    refused_new.push(id);
+                }
+            }
+        }
+        for other in &others {
+            for cmd in ["RL.FIXED", "RL.SLIDECOUNT"] {
+                let mut id = Identity::new(cmd, &format!("{other}:new{fresh}"), FIXED_LIMIT);
+                match id.call(router, now, &context) {
+                    Ok(_) => tally.served += 1,
+                    Err(()) => tally.count("other"),
+                }
+            }
+        }
+    };
+
+    for _ in 0..3 {
+        traffic(
+            &mut router,
+            Phase::Before,
+            "slot stable on the old node",
+            &mut existing,
+            &mut refusals,
+            &mut refused_new,
+        );
+    }
+    let moved = migrate_slot(&cluster, slot, from, to, |stage| {
+        let phase = if stage.starts_with("slot assigned") {
+            Phase::After
+        } else {
+            Phase::InFlight
+        };
+        traffic(
+            &mut router,
+            phase,
+            stage,
+            &mut existing,
+            &mut refusals,
+            &mut refused_new,
+        );
+    });
+    for _ in 0..3 {
+        traffic(
+            &mut router,
+            Phase::After,
+            "slot on the new node",
+            &mut existing,
+            &mut refusals,
+            &mut refused_new,
+        );
+    }
+    // The new identities refused in flight wrote nothing anywhere: they start afresh.
+    for id in &mut refused_new {
+        assert_eq!(id.spent, 0);
+        let admitted = id
+            .call(
+                &mut router,
+                NOW + (round + 1) * 10_000,
+                "refused in flight, retried after",
+            )
+            .expect("TRYAGAIN after the move");
+        assert!(admitted);
+    }
+
+    let get = |phase: &str| {
+        refusals.get(phase).map_or((0, 0, 0, 0, 0.0), |r| {
+            (r.total(), r.existing, r.new, r.served, r.lasted_ms())
+        })
+    };
+    for phase in ["before", "in flight", "after"] {
+        let (total, old, new, served, ms) = get(phase);
+        println!(
+            "{phase:>9}: {total} TRYAGAIN ({old} for existing counters, {new} for new \
+             identities, {} in other slots), {served} served, refusals spanning {ms:.1} ms",
+            refusals.get(phase).map_or(0, |r| r.other_slots)
+        );
+    }
+    println!("{} keys moved: {moved:?}", moved.len());
+    assert_eq!(get("before").0, 0, "TRYAGAIN before the move");
+    assert_eq!(get("after").0, 0, "TRYAGAIN after the move");
+    let in_flight = refusals.get("in flight").expect("no in-flight traffic");
+    assert_eq!(
+        in_flight.other_slots, 0,
+        "TRYAGAIN in a slot that was not moving"
+    );
+    // While keys move, an existing identity is served as soon as its counter arrived.
+    assert!(in_flight.served > 0, "nothing was served in flight");
+    assert!(router.asked > 0, "no call was served through ASK");
+    assert_eq!(cluster.owner(slot), to);
+    assert!(cluster.keys_on(from).iter().all(|k| !k.starts_with(&base)));
+
+    // The counters on the new node hold exactly what the model admitted.
+    for id in &existing {
+        let key = id.line.split(' ').nth(1).unwrap();
+        let start = if id.line.starts_with("RL.FIXED") {
+            NOW / 1_000_000
+        } else {
+            NOW / 60_000_000
+        };
+        let value: i64 = router.run(&["GET", &format!("{key}:{start}")]);
+        assert_eq!(value, id.spent, "{key}");
+        assert!(pttl(&mut router, &format!("{key}:{start}")) > 0);
+    }
+}
+
+/// A CLUSTER SETSLOT IMPORTING queued in MULTI runs at EXEC, after the command filter
+/// saw it: a limiter call in between, from another client or earlier in the same
+/// transaction, must not leave a cache that says the slot is not importing.
+#[test]
+fn setslot_importing_queued_in_multi_is_seen_after_exec() {
+    let cluster = Cluster::start();
+    let mut router = Router::new(&cluster);
+    let others = tag_per_node(&cluster);
+    for (variant, tag) in ["another client", "same transaction"]
+        .iter()
+        .zip(["multi-a", "multi-b"])
+    {
+        let (base, slot, from, to) = migration_slot(&cluster, tag);
+        let key = format!("{base}:fixed");
+        let line = format!("RL.FIXED {key} 2 60 NOW {NOW}");
+        for _ in 0..2 {
+            assert_eq!(router.rl(&line).0, 1);
+        }
+        assert_eq!(router.rl(&line).0, 0, "at its limit");
+        // A missing counter on the target, in a slot it owns: reads its importing slots.
+        let owned = &others[to];
+        let mut target = cluster.conn(to);
+        let warm = |c: &mut Connection, n: &str| {
+            rl(
+                c,
+                &format!("RL.FIXED rl:{{{owned}}}:{tag}:{n} 2 60 NOW {NOW}"),
+            )
+        };
+        assert_eq!(warm(&mut target, "warm").0, 1);
+
+        let mut admin = cluster.conn(to);
+        let () = redis::cmd("MULTI").query(&mut admin).unwrap();
+        if *variant == "same transaction" {
+            let queued: String = redis::cmd("RL.FIXED")
+                .arg(format!("rl:{{{owned}}}:{tag}:in-multi"))
+                .arg(2)
+                .arg(60)
+                .arg("NOW")
+                .arg(NOW)
+                .query(&mut admin)
+                .unwrap();
+            assert_eq!(queued, "QUEUED");
+        }
+        let queued: String = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("IMPORTING")
+            .arg(&cluster.ids[from])
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(queued, "QUEUED");
+        if *variant == "another client" {
+            assert_eq!(warm(&mut target, "between").0, 1);
+        }
+        let _: Value = redis::cmd("EXEC").query(&mut admin).unwrap();
+        let () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("MIGRATING")
+            .arg(&cluster.ids[to])
+            .query(&mut cluster.conn(from))
+            .unwrap();
+
+        // The counter is still on the old node: the new one must not start from zero.
+        match router.try_rl(&line) {
+            Ok(reply) => assert_eq!(reply.0, 0, "{variant}: admitted over its limit"),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::TryAgain, "{variant}: {e}"),
+        }
+        assert!(
+            router.asked > 0,
+            "{variant}: the call was not sent to the new node"
+        );
+        for node in [to, from] {
+            let () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("STABLE")
+                .query(&mut cluster.conn(node))
+                .unwrap();
+        }
+        assert_eq!(
+            router.rl(&line).0,
+            0,
+            "{variant}: after the slot went stable"
+        );
+    }
+}
