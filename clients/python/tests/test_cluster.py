@@ -119,3 +119,27 @@ def test_check_all_keys_in_different_slots(cluster: Cluster, cluster_client: Red
     d = rl.check_all([Limit.gcra("a", "rl:{one}", 5, 10), Limit.gcra("b", "rl:{two}", 5, 10)])
     # The server's CROSSSLOT, which redis-py names ClusterCrossSlotError.
     assert not d.allowed and isinstance(d.error, ClusterCrossSlotError)
+
+
+def test_plain_redis_py_cluster_routes_rl_all_by_its_declared_keys(cluster: Cluster) -> None:
+    """Without the kit: RL.ALL declares its keys to Redis (movablekeys, getkeys-api),
+    so redis-py's RedisCluster finds them with COMMAND GETKEYS and sends each call to
+    the slot's owner, never a MOVED."""
+    if supports_all(cluster.nodes[0].client()) is not None:
+        pytest.skip("this module has no RL.ALL")
+    client = RedisCluster.from_url(cluster.url)
+    try:
+        reset_stats(cluster)
+        for tag in TAGS:
+            reply = client.execute_command(
+                "RL.ALL", 2, "FIXED", f"rl:{{{tag}}}:raw-f", 5, 10,
+                "GCRA", f"rl:{{{tag}}}:raw-g", 5, 10, "BURST", 2,
+            )
+            assert reply[0] == 1 and len(reply[4]) == 2
+        counts = server_counts(cluster)
+        assert [(c["moved"], c["ask"]) for c in counts] == [(0, 0)] * 3
+        assert sum(c["rl"] for c in counts) == len(TAGS)
+        assert all(c["rl"] > 0 for c in counts), "the keys spread over all three nodes"
+        assert sum(c["getkeys"] for c in counts) > 0, "redis-py asked the server for the keys"
+    finally:
+        client.close()
