@@ -158,7 +158,8 @@ pub fn run(ctx: Ctx, argv: *mut RString, argc: c_int, command: &'static Command)
         let what = PANIC
             .with(|p| p.borrow_mut().take())
             .unwrap_or_else(|| "unknown panic".into());
-        log_warning(ctx, &format!("{name} panicked: {what}"));
+        let what = what.replace('\n', " ");
+        log_warning(ctx, &format!("{name} {what}"));
         Err(Error::Panic(what))
     });
     stats.record(match &result {
