@@ -423,4 +423,42 @@ mod tests {
         let (d, _) = decide(Some(u64::MAX), r, 1, T0);
         assert!(!d.allowed);
     }
+
+    /// A refund puts the TAT back where the spend found it. On a fractional lattice
+    /// two TATs 1 µs apart can advance to the same point (steps of 333 and 334 µs
+    /// meet); the refund then gives back the later one: never more than was spent.
+    #[test]
+    fn retreat_undoes_advance() {
+        let mut ambiguous = 0;
+        for (limit, window) in [
+            (3, "1ms"),
+            (7, "3ms"),
+            (10, "1ms"),
+            (1000, "1s"),
+            (999, "1s"),
+        ] {
+            let r = rate(limit, window, 10);
+            for t0 in T0..T0 + 20_000 {
+                for units in 1..=4 {
+                    let t1 = r.advance(t0, units) as u64;
+                    let back = r.retreat(t1, units);
+                    assert_eq!(r.advance(back as u64, units), u128::from(t1));
+                    let later = r.advance(t0 + 1, units) == u128::from(t1);
+                    ambiguous += u32::from(later);
+                    let want = u128::from(t0) + u128::from(later);
+                    assert_eq!(back, want, "{limit}/{window} {t0} {units}");
+                }
+            }
+        }
+        assert!(ambiguous > 0, "the fractional cases meet at some points");
+        // The case by hand: 3 per second, two spends at one instant, one refund.
+        let r = rate(3, "1", 3);
+        let once = r.advance(T0, 1) as u64;
+        let twice = r.advance(once, 1) as u64;
+        assert_eq!((once - T0, twice - T0), (333_334, 666_667));
+        assert_eq!(r.retreat(twice, 1), u128::from(once));
+        // Integer intervals are exact everywhere.
+        let r = rate(10, "1", 10);
+        assert_eq!(r.retreat(T0 + 300_005, 3), u128::from(T0 + 5));
+    }
 }
