@@ -54,7 +54,8 @@ pub struct Arg {
 }
 
 pub struct Command {
-    pub name: &'static CStr,
+    /// As Redis shows it, `rl.fixed`.
+    pub name: &'static str,
     pub flags: &'static CStr,
     pub keys: Keys,
     pub handler: Handler,
@@ -123,7 +124,7 @@ const GCRA_ARGS: &[Arg] = &[
 ];
 
 const fn limiter(
-    name: &'static CStr,
+    name: &'static str,
     flags: &'static CStr,
     algorithm: &'static dyn Algorithm,
     summary: &'static CStr,
@@ -149,7 +150,7 @@ const fn limiter(
 
 pub static COMMANDS: [Command; 7] = [
     limiter(
-        c"rl.slidelog",
+        "rl.slidelog",
         c"write",
         &SlideLog,
         c"Sliding-window log limiter: exact, one sorted-set entry per admitted unit",
@@ -157,7 +158,7 @@ pub static COMMANDS: [Command; 7] = [
         LIMITER_ARGS,
     ),
     limiter(
-        c"rl.slidecount",
+        "rl.slidecount",
         c"write fast",
         &SlideCount,
         c"Sliding-window counter limiter: the current and previous window's counters",
@@ -165,7 +166,7 @@ pub static COMMANDS: [Command; 7] = [
         LIMITER_ARGS,
     ),
     limiter(
-        c"rl.fixed",
+        "rl.fixed",
         c"write fast",
         &Fixed,
         c"Fixed-window limiter: one counter per clock-aligned window",
@@ -173,7 +174,7 @@ pub static COMMANDS: [Command; 7] = [
         LIMITER_ARGS,
     ),
     limiter(
-        c"rl.gcra",
+        "rl.gcra",
         c"write fast",
         &Gcra,
         c"GCRA limiter: smooth spacing with a burst allowance, one theoretical arrival time",
@@ -181,7 +182,7 @@ pub static COMMANDS: [Command; 7] = [
         GCRA_ARGS,
     ),
     Command {
-        name: c"rl.all",
+        name: "rl.all",
         flags: c"write getkeys-api",
         keys: Keys::Parsed,
         handler: handlers::all,
@@ -220,7 +221,7 @@ pub static COMMANDS: [Command; 7] = [
         stats: Stats::new(),
     },
     Command {
-        name: c"rl.pseudonym",
+        name: "rl.pseudonym",
         flags: c"readonly fast",
         keys: Keys::None,
         handler: handlers::pseudonym,
@@ -245,7 +246,7 @@ pub static COMMANDS: [Command; 7] = [
     // Lets the tests prove that a panic inside a command becomes an error reply
     // instead of a dead server.
     Command {
-        name: c"rl.debug-panic",
+        name: "rl.debug-panic",
         flags: c"readonly",
         keys: Keys::None,
         handler: handlers::debug_panic,

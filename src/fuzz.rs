@@ -258,13 +258,13 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                     crate::algo::KeyKind::Log => Stored::Log(&log),
                 })
                 .collect();
-            let d = a.decide(&stored, &spec, now);
-            check(d, spec.burst.unwrap_or(spec.limit), spec.cost);
-            let writes = if d.allowed {
-                a.spend(&stored, &spec, now)
-            } else {
-                Ok(a.deny(&stored, &spec, now))
-            };
+            let verdict = a.decide(&stored, &spec, now);
+            check(
+                verdict.decision,
+                spec.burst.unwrap_or(spec.limit),
+                spec.cost,
+            );
+            let writes = verdict.writes;
             for w in [writes, a.refund(&stored, &spec, now)]
                 .into_iter()
                 .flatten()

@@ -3,7 +3,7 @@
 
 use super::{
     ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
-    Stored, Write, Writes, NO_WRITES,
+    Stored, Verdict, Write, Writes, NO_WRITES,
 };
 use crate::args::Window;
 use crate::error::Result;
@@ -65,13 +65,9 @@ impl Algorithm for Fixed {
         ]
     }
 
-    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
         let count = stored.first().and_then(Stored::integer).unwrap_or(0);
-        decide(count, spec.limit, spec.cost, spec.window, now)
-    }
-
-    fn spend(&self, _stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {
-        Ok(counter_spend(spec))
+        counter_verdict(decide(count, spec.limit, spec.cost, spec.window, now), spec)
     }
 
     fn refund(&self, stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {
@@ -79,18 +75,18 @@ impl Algorithm for Fixed {
     }
 }
 
-/// INCRBY the current window's counter (key 0), with the scripts' TTL of two windows
-/// when that creates it.
-pub fn counter_spend(spec: &Spec) -> Writes {
-    [
-        Some(Write::IncrBy {
-            key: 0,
-            by: spec.cost,
-            ttl_ms: spec.window.ms().saturating_mul(2),
-        }),
-        None,
-        None,
-    ]
+/// An admitted call INCRBYs the current window's counter (key 0), with the scripts'
+/// TTL of two windows when that creates it; a denied one writes nothing.
+pub fn counter_verdict(decision: Decision, spec: &Spec) -> Verdict {
+    let spend = Write::IncrBy {
+        key: 0,
+        by: spec.cost,
+        ttl_ms: spec.window.ms().saturating_mul(2),
+    };
+    Verdict {
+        decision,
+        writes: Ok([decision.allowed.then_some(spend), None, None]),
+    }
 }
 
 /// Lowers the current window's counter (key 0) by the cost, not below 0.

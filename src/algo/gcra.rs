@@ -13,8 +13,8 @@
 //! exact one, however long the run.
 
 use super::{
-    ceil_ms, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec, Stored, Write,
-    Writes, NO_WRITES,
+    ceil_ms, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec, Stored, Verdict,
+    Write, Writes, NO_WRITES,
 };
 use crate::args::Window;
 use crate::error::{Error, Result};
@@ -205,13 +205,16 @@ impl Algorithm for Gcra {
         ]
     }
 
-    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
-        decide(tat(stored), rate(spec), spec.cost, now).0
-    }
-
-    fn spend(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
-        let (_, new_tat) = decide(tat(stored), rate(spec), spec.cost, now);
-        store(u128::from(new_tat.ok_or(Error::TatOverflow)?), now)
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
+        let (decision, new_tat) = decide(tat(stored), rate(spec), spec.cost, now);
+        let writes = if decision.allowed {
+            new_tat
+                .ok_or(Error::TatOverflow)
+                .and_then(|t| store(u128::from(t), now))
+        } else {
+            Ok(NO_WRITES)
+        };
+        Verdict { decision, writes }
     }
 
     /// Moves the TAT back by `cost` intervals, not before now; a TAT at or before

@@ -130,6 +130,13 @@ pub enum Write {
     Delete { key: usize },
 }
 
+/// A decision and the writes that carry it out. The writes can fail where the
+/// decision cannot (a TAT too far to store): only a call that spends asks for them.
+pub struct Verdict {
+    pub decision: Decision,
+    pub writes: Result<Writes>,
+}
+
 /// At most three writes per limit: a small array, no allocation per call.
 pub type Writes = [Option<Write>; 3];
 
@@ -153,17 +160,10 @@ pub trait Algorithm: Sync {
 
     fn keys(&self, spec: &Spec, now: u64) -> Keys;
 
-    /// The decision on the state `stored` (one entry per key of `keys`).
-    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision;
-
-    /// The writes of an admitted, spending call.
-    fn spend(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes>;
-
-    /// The writes of a denied call that is not a PEEK (the log script still trims and
-    /// refreshes its TTL).
-    fn deny(&self, _stored: &[Stored], _spec: &Spec, _now: u64) -> Writes {
-        NO_WRITES
-    }
+    /// The decision on the state `stored` (one entry per key of `keys`), with the
+    /// writes a spending call makes: the spend when admitted, else what a denial
+    /// writes (the log script still trims and refreshes its TTL).
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict;
 
     /// The writes that give `spec.cost` back.
     fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes>;

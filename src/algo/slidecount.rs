@@ -4,10 +4,10 @@
 //! estimated = current + floor(previous * (window - elapsed) / window), in integers,
 //! where the seed script used a float ratio.
 
-use super::fixed::{counter_refund, counter_spend};
+use super::fixed::{counter_refund, counter_verdict};
 use super::{
     ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
-    Stored, Writes,
+    Stored, Verdict, Writes,
 };
 use crate::args::Window;
 use crate::error::Result;
@@ -106,17 +106,16 @@ impl Algorithm for SlideCount {
         ]
     }
 
-    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
         let value = |i: usize| stored.get(i).and_then(Stored::integer).unwrap_or(0);
         let counters = Counters {
             current: value(0),
             previous: value(1),
         };
-        decide(counters, spec.limit, spec.cost, spec.window, now)
-    }
-
-    fn spend(&self, _stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {
-        Ok(counter_spend(spec))
+        counter_verdict(
+            decide(counters, spec.limit, spec.cost, spec.window, now),
+            spec,
+        )
     }
 
     fn refund(&self, stored: &[Stored], spec: &Spec, _now: u64) -> Result<Writes> {

@@ -5,7 +5,7 @@
 
 use super::{
     ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
-    Stored, Write, Writes, NO_WRITES,
+    Stored, Verdict, Write, Writes, NO_WRITES,
 };
 use crate::args::Window;
 use crate::error::{Error, Result};
@@ -137,42 +137,32 @@ impl Algorithm for SlideLog {
         ]
     }
 
-    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Decision {
-        decide(Self::log(stored), spec.limit, spec.cost, spec.window, now)
-    }
-
-    /// The script's ZREMRANGEBYSCORE, ZADD and PEXPIRE.
-    fn spend(&self, _stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
-        Ok([
-            Some(Write::Trim {
-                key: 0,
-                cutoff: cutoff(now, spec.window),
-            }),
-            Some(Write::Add {
-                key: 0,
-                at: now,
-                count: spec.cost,
-            }),
-            Some(Write::Expire {
-                key: 0,
-                ttl_ms: spec.window.ms(),
-            }),
-        ])
-    }
-
-    /// The script trims and refreshes the TTL on a denial too.
-    fn deny(&self, _stored: &[Stored], spec: &Spec, now: u64) -> Writes {
-        [
-            Some(Write::Trim {
-                key: 0,
-                cutoff: cutoff(now, spec.window),
-            }),
-            Some(Write::Expire {
-                key: 0,
-                ttl_ms: spec.window.ms(),
-            }),
-            None,
-        ]
+    /// The script's ZREMRANGEBYSCORE, ZADD and PEXPIRE; on a denial it still trims
+    /// and refreshes the TTL.
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
+        let decision = decide(Self::log(stored), spec.limit, spec.cost, spec.window, now);
+        let trim = Write::Trim {
+            key: 0,
+            cutoff: cutoff(now, spec.window),
+        };
+        let add = Write::Add {
+            key: 0,
+            at: now,
+            count: spec.cost,
+        };
+        let expire = Write::Expire {
+            key: 0,
+            ttl_ms: spec.window.ms(),
+        };
+        let writes = if decision.allowed {
+            [Some(trim), Some(add), Some(expire)]
+        } else {
+            [Some(trim), Some(expire), None]
+        };
+        Verdict {
+            decision,
+            writes: Ok(writes),
+        }
     }
 
     fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {

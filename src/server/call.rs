@@ -136,7 +136,7 @@ pub fn install_panic_hook() {
 /// Runs a command with everything a handler must not have to think about.
 pub fn run(ctx: Ctx, argv: *mut RString, argc: c_int, command: &'static Command) -> c_int {
     let stats = &command.stats;
-    let name = command.name.to_str().unwrap_or("rl");
+    let name = command.name;
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let argc = usize::try_from(argc).unwrap_or(0);
         if argv.is_null() || argc < 2 {

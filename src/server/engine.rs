@@ -14,7 +14,7 @@ use super::key::{lossy, Key, Kind, OwnedString, RString};
 use super::log::LogState;
 use crate::algo::{
     ceil_ms, slidelog::cutoff, Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored,
-    Write, Writes,
+    Verdict, Write, Writes,
 };
 use crate::error::{Error, Result};
 use crate::layout::{counter_key, decimal, has_hash_tag, key_slot};
@@ -72,7 +72,7 @@ impl Loaded {
         buf.get(..n).unwrap_or(&[])
     }
 
-    fn decide(&self, now: u64) -> Decision {
+    fn decide(&self, now: u64) -> Verdict {
         let mut buf = [Stored::Integer(None); 2];
         let stored = self.stored(&mut buf);
         self.limit.algorithm.decide(stored, &self.limit.spec, now)
@@ -161,16 +161,15 @@ fn check_migration(call: &Call, loaded: &Loaded) -> Result<()> {
     Ok(())
 }
 
-/// The writes a decision calls for in `mode`.
-fn writes(loaded: &Loaded, mode: Mode, d: &Decision, now: u64) -> Result<Writes> {
+/// The writes a verdict calls for in `mode`.
+fn writes(loaded: &Loaded, mode: Mode, verdict: Verdict, now: u64) -> Result<Writes> {
     let a = loaded.limit.algorithm;
     let spec = &loaded.limit.spec;
     let mut buf = [Stored::Integer(None); 2];
     let stored = loaded.stored(&mut buf);
     match mode {
         Mode::Peek => Ok(crate::algo::NO_WRITES),
-        Mode::Spend if d.allowed => a.spend(stored, spec, now),
-        Mode::Spend => Ok(a.deny(stored, spec, now)),
+        Mode::Spend => verdict.writes,
         Mode::Refund => a.refund(stored, spec, now),
         Mode::Reset => {
             let mut w = crate::algo::NO_WRITES;
@@ -203,8 +202,9 @@ fn check_write(loaded: &Loaded, write: &Write) -> Result<()> {
 pub fn single(call: &Call, limit: Limit, now: u64, mode: Mode) -> Result<Decision> {
     call.check_memory(mode)?;
     let mut loaded = load(call, limit, mode, now)?;
-    let decision = loaded.decide(now);
-    let w = writes(&loaded, mode, &decision, now)?;
+    let verdict = loaded.decide(now);
+    let decision = verdict.decision;
+    let w = writes(&loaded, mode, verdict, now)?;
     for write in w.iter().flatten() {
         check_write(&loaded, write)?;
     }
@@ -212,7 +212,7 @@ pub fn single(call: &Call, limit: Limit, now: u64, mode: Mode) -> Result<Decisio
     Ok(match mode {
         Mode::Spend | Mode::Peek => decision,
         // What a PEEK says now that the state changed.
-        Mode::Refund | Mode::Reset => loaded.decide(now),
+        Mode::Refund | Mode::Reset => loaded.decide(now).decision,
     })
 }
 
@@ -229,7 +229,8 @@ pub fn all(
         .map(|&l| load(call, l, mode, now))
         .collect::<Result<Vec<_>>>()?;
     check_distinct(&loaded)?;
-    let decisions: Vec<Decision> = loaded.iter().map(|l| l.decide(now)).collect();
+    let verdicts: Vec<Verdict> = loaded.iter().map(|l| l.decide(now)).collect();
+    let decisions: Vec<Decision> = verdicts.iter().map(|v| v.decision).collect();
     let total = crate::algo::aggregate(&decisions);
     // A denied RL.ALL writes nothing at all, not even the log's trim: none of its
     // limits is touched by a request that was refused.
@@ -238,8 +239,8 @@ pub fn all(
         m => m,
     };
     let mut plans = Vec::with_capacity(loaded.len());
-    for (l, d) in loaded.iter().zip(&decisions) {
-        let w = writes(l, mode_for_writes, d, now)?;
+    for (l, v) in loaded.iter().zip(verdicts) {
+        let w = writes(l, mode_for_writes, v, now)?;
         for write in w.iter().flatten() {
             check_write(l, write)?;
         }
@@ -251,7 +252,7 @@ pub fn all(
     match mode {
         Mode::Spend | Mode::Peek => Ok((total, decisions)),
         Mode::Refund | Mode::Reset => {
-            let after: Vec<Decision> = loaded.iter().map(|l| l.decide(now)).collect();
+            let after: Vec<Decision> = loaded.iter().map(|l| l.decide(now).decision).collect();
             Ok((crate::algo::aggregate(&after), after))
         }
     }

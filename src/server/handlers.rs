@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::pseudonym;
 
 fn name(command: &'static Command) -> &'static str {
-    command.name.to_str().unwrap_or("rl")
+    command.name
 }
 
 /// `RL.<ALGO> <key> <limit> <window> [options]`.

@@ -35,8 +35,7 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
             text(ctx, c"build".as_ptr(), BUILD_ID.as_ptr());
         }
         for command in COMMANDS.iter().filter(|c| !c.debug) {
-            let name = command.name.to_str().unwrap_or("rl.");
-            let command_name = name.trim_start_matches("rl.");
+            let command_name = command.name.trim_start_matches("rl.");
             for (counter, value) in command.stats.fields() {
                 if let Ok(name) = CString::new(format!("{command_name}_{counter}")) {
                     field(ctx, name.as_ptr().cast_mut(), value);

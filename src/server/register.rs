@@ -164,7 +164,8 @@ pub fn register(ctx: Ctx, debug: bool) -> Result<(), String> {
 }
 
 fn create(ctx: Ctx, command: &Command, entry: Entry, category: bool) -> Result<(), String> {
-    let name = command.name.to_string_lossy();
+    let name = command.name;
+    let c_name = std::ffi::CString::new(name).map_err(|_| format!("{name}: a NUL in the name"))?;
     let (first, last) = match command.keys {
         Keys::First => (1, 1),
         Keys::None | Keys::Parsed => (0, 0),
@@ -174,7 +175,7 @@ fn create(ctx: Ctx, command: &Command, entry: Entry, category: bool) -> Result<(
         let create = raw::RedisModule_CreateCommand.ok_or("no CreateCommand")?;
         let rc = create(
             ctx,
-            command.name.as_ptr(),
+            c_name.as_ptr(),
             Some(entry),
             command.flags.as_ptr(),
             first,
@@ -184,8 +185,7 @@ fn create(ctx: Ctx, command: &Command, entry: Entry, category: bool) -> Result<(
         if rc != 0 {
             return Err(format!("could not create {name}"));
         }
-        let handle =
-            raw::RedisModule_GetCommand.ok_or("no GetCommand")?(ctx, command.name.as_ptr());
+        let handle = raw::RedisModule_GetCommand.ok_or("no GetCommand")?(ctx, c_name.as_ptr());
         if handle.is_null() {
             return Err(format!("could not find {name} after creating it"));
         }
