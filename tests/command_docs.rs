@@ -447,14 +447,17 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
     ];
     assert_eq!(calls.len(), names.len(), "a new command needs a call here");
     if has_category {
-        let members: Vec<String> = redis::cmd("ACL")
-            .arg("CAT")
-            .arg("ratelimit")
-            .query(admin)
-            .unwrap();
-        let mut members: Vec<String> = members.into_iter().map(|m| m.to_lowercase()).collect();
-        members.sort();
-        assert_eq!(members, names);
+        // Every command carries the category (COMMAND INFO's ACL categories; Redis
+        // 7.4's `ACL CAT ratelimit` does not list module commands, so it is not used).
+        for name in &names {
+            let info: Value = redis::cmd("COMMAND")
+                .arg("INFO")
+                .arg(name)
+                .query(admin)
+                .unwrap();
+            let text = format!("{info:?}");
+            assert!(text.contains("@ratelimit"), "{name}: {text}");
+        }
         let _: () = query_line(admin, "ACL SETUSER u on >pw ~* +@ratelimit")
             .map(|_| ())
             .unwrap();
