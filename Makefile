@@ -83,7 +83,7 @@ test-matrix: build $(VALKEY)
 	  version=$$($$bin --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'); \
 	  echo "== $$name ($$bin)"; \
 	  start=$$(date +%s); \
-	  if RL_SERVER=$$bin $(CARGO) test --release --tests > .tools/matrix-$$name.log 2>&1; then status=passed; else status=FAILED; failed=1; fi; \
+	  if RL_SERVER=$$bin $(CARGO) test --release --no-fail-fast --tests > .tools/matrix-$$name.log 2>&1; then status=passed; else status=FAILED; failed=1; fi; \
 	  tests=$$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' .tools/matrix-$$name.log | awk '{p+=$$4; f+=$$6} END {print p " passed, " f " failed"}'); \
 	  results="$$results| $$name | $$version | $$status | $$tests | $$(( $$(date +%s) - start )) s |\n"; \
 	  echo "   $$status: $$tests (log: .tools/matrix-$$name.log)"; \
