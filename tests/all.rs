@@ -11,12 +11,12 @@
 //! - Cluster routing (MOVED, CROSSSLOT), ACL key permissions (NOPERM, nothing
 //!   written), replication (byte-identical replicas) and `COMMAND GETKEYS`.
 mod common;
+use common::cluster::{key_slot, Cluster};
 use common::workload::{assert_same_data, server_time_ms};
 use common::*;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -853,140 +853,7 @@ fn every_malformed_part_is_refused_and_writes_nothing() {
 }
 
 // ---------------------------------------------------------------------------------
-// Cluster (a trimmed copy of tests/cluster.rs's harness)
-
-const SLOTS: u16 = 16384;
-
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
-fn key_slot(key: &[u8]) -> u16 {
-    let hashed = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            match rest.iter().position(|&b| b == b'}') {
-                Some(close) if close > 0 => Some(&rest[..close]),
-                _ => None,
-            }
-        })
-        .unwrap_or(key);
-    crc16(hashed) % SLOTS
-}
-
-fn slot_map(c: &mut Connection) -> RedisResult<Vec<(u16, u16, u16)>> {
-    let ranges: Vec<Vec<Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(c)?;
-    ranges
-        .iter()
-        .map(|r| {
-            let primary: Vec<Value> = from_redis_value(&r[2])?;
-            Ok((
-                from_redis_value(&r[0])?,
-                from_redis_value(&r[1])?,
-                from_redis_value(&primary[1])?,
-            ))
-        })
-        .collect()
-}
-
-struct Cluster {
-    nodes: Vec<Server>,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let nodes: Vec<Server> = (0..3)
-            .map(|_| {
-                let bus = free_port().to_string();
-                Server::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "5000",
-                    "--cluster-port",
-                    &bus,
-                ])
-            })
-            .collect();
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let cli = std::env::var("RL_CLI").unwrap_or_else(|_| "redis-cli".into());
-        let out = Command::new(cli)
-            .args(["--cluster", "create"])
-            .args(&addresses)
-            .arg("--cluster-yes")
-            .output()
-            .expect("could not run redis-cli");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let cluster = Cluster { nodes };
-        cluster.wait_ok();
-        cluster
-    }
-
-    /// Bounded polling until every node serves all slots with three primaries.
-    fn wait_ok(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = self.nodes.iter().all(|n| {
-                let mut c = n.conn();
-                let info: String = redis::cmd("CLUSTER")
-                    .arg("INFO")
-                    .query(&mut c)
-                    .unwrap_or_default();
-                info.lines().any(|l| l.trim() == "cluster_state:ok")
-                    && info.lines().any(|l| l.trim() == "cluster_known_nodes:3")
-                    && slot_map(&mut c).is_ok_and(|m| {
-                        m.iter().map(|r| u32::from(r.1 - r.0) + 1).sum::<u32>() == u32::from(SLOTS)
-                            && m.iter().map(|r| r.2).collect::<BTreeSet<_>>().len() == 3
-                    })
-            });
-            if ready {
-                return;
-            }
-            assert!(Instant::now() < deadline, "cluster not ok within 30 s");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn owner(&self, slot: u16) -> usize {
-        let map = slot_map(&mut self.nodes[0].conn()).expect("CLUSTER SLOTS");
-        let port = map
-            .iter()
-            .find(|r| (r.0..=r.1).contains(&slot))
-            .map(|r| r.2)
-            .unwrap();
-        self.nodes.iter().position(|n| n.port == port).unwrap()
-    }
-
-    fn keys_on(&self, node: usize) -> BTreeSet<String> {
-        redis::cmd("KEYS")
-            .arg("*")
-            .query(&mut self.nodes[node].conn())
-            .expect("KEYS")
-    }
-}
+// Cluster (the harness of tests/common/cluster.rs)
 
 #[test]
 fn cluster_routes_rl_all_by_its_shared_slot_and_refuses_crossslot() {

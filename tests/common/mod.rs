@@ -3,6 +3,7 @@
 //! the server is killed when the handle is dropped.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod workload;
 
 // source_files() and source_hash(): the build id, computed as build.rs computes it.
