@@ -163,17 +163,21 @@ fn check_migration(call: &Call, loaded: &Loaded) -> Result<()> {
 
 /// The writes a verdict calls for in `mode`.
 fn writes(loaded: &Loaded, mode: Mode, verdict: Verdict, now: u64) -> Result<Writes> {
-    let a = loaded.limit.algorithm;
-    let spec = &loaded.limit.spec;
-    let mut buf = [Stored::Integer(None); 2];
-    let stored = loaded.stored(&mut buf);
     match mode {
         Mode::Peek => Ok(crate::algo::NO_WRITES),
+        // The verdict already holds them: a spending call reads its state only once.
         Mode::Spend => verdict.writes,
-        Mode::Refund => a.refund(stored, spec, now),
+        Mode::Refund => {
+            let mut buf = [Stored::Integer(None); 2];
+            let stored = loaded.stored(&mut buf);
+            loaded
+                .limit
+                .algorithm
+                .refund(stored, &loaded.limit.spec, now)
+        }
         Mode::Reset => {
             let mut w = crate::algo::NO_WRITES;
-            for (out, key) in w.iter_mut().zip(0..stored.len()) {
+            for (out, key) in w.iter_mut().zip(0..loaded.slots().count()) {
                 *out = Some(Write::Delete { key });
             }
             Ok(w)
