@@ -71,24 +71,6 @@ fn v4(c: &mut Connection) -> String {
     pseudonym(c, &["192.0.2.1", "NOW", &T0.to_string()])
 }
 
-fn config_set(c: &mut Connection, value: &str) -> redis::RedisResult<()> {
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("rl.secret-file")
-        .arg(value)
-        .query(c)
-}
-
-fn config_get(c: &mut Connection) -> String {
-    let pair: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("rl.secret-file")
-        .query(c)
-        .unwrap();
-    assert_eq!(pair[0], "rl.secret-file");
-    pair[1].clone()
-}
-
 /// Secret files live in their own directory, so no path contains a secret.
 fn write_secret(dir: &Path, name: &str, content: &str) -> PathBuf {
     let path = dir.join(name);
@@ -196,16 +178,16 @@ fn secret_file_at_load_and_config_set_take_effect_at_once() {
     let mut c = s.conn();
     // The trailing newline is not part of the secret.
     assert_eq!(v4(&mut c), A_V4_1130);
-    assert_eq!(config_get(&mut c), text(&a));
+    assert_eq!(secret_file_config(&mut c), text(&a));
 
-    config_set(&mut c, text(&b)).unwrap();
+    set_secret_file(&mut c, text(&b)).unwrap();
     assert_eq!(v4(&mut c), B_V4_1130);
-    assert_eq!(config_get(&mut c), text(&b));
+    assert_eq!(secret_file_config(&mut c), text(&b));
 
     // The file is read when the config is set, not at each call.
     std::fs::write(&b, format!("{SECRET_A}\n")).unwrap();
     assert_eq!(v4(&mut c), B_V4_1130);
-    config_set(&mut c, text(&a)).unwrap();
+    set_secret_file(&mut c, text(&a)).unwrap();
     assert_eq!(v4(&mut c), A_V4_1130);
 }
 
@@ -220,11 +202,11 @@ fn rotating_the_secret_takes_effect_at_once() {
     let mut c = s.conn();
     assert_eq!(v4(&mut c), A_V4_1130);
     let b = write_secret(secrets.path(), "b.secret", &format!("{SECRET_B}\n"));
-    config_set(&mut c, text(&b)).unwrap();
+    set_secret_file(&mut c, text(&b)).unwrap();
     assert_eq!(v4(&mut c), B_V4_1130, "a new file's secret");
     std::fs::write(&b, format!("{SECRET_A}\n")).unwrap();
-    config_set(&mut c, "").unwrap();
-    config_set(&mut c, text(&b)).unwrap();
+    set_secret_file(&mut c, "").unwrap();
+    set_secret_file(&mut c, text(&b)).unwrap();
     assert_eq!(v4(&mut c), A_V4_1130, "the same path cleared and set again");
 }
 
@@ -235,9 +217,9 @@ fn config_set_file_overrides_the_environment_and_empty_path_returns_to_it() {
     let s = Server::start_with_env(&[], &[("RL_SECRET", SECRET_A)]);
     let mut c = s.conn();
     assert_eq!(v4(&mut c), A_V4_1130);
-    config_set(&mut c, text(&b)).unwrap();
+    set_secret_file(&mut c, text(&b)).unwrap();
     assert_eq!(v4(&mut c), B_V4_1130);
-    config_set(&mut c, "").unwrap();
+    set_secret_file(&mut c, "").unwrap();
     assert_eq!(v4(&mut c), A_V4_1130);
 }
 
@@ -266,7 +248,7 @@ fn bad_secret_files_are_refused_and_the_old_secret_stays() {
         ),
     ] {
         let mut c = s.conn();
-        let path_before = config_get(&mut c);
+        let path_before = secret_file_config(&mut c);
         let mut bad: Vec<(&Path, &[&str])> = vec![
             (&missing, &["missing.secret", "No such file"]),
             (&empty, &["empty.secret", "empty"]),
@@ -277,14 +259,14 @@ fn bad_secret_files_are_refused_and_the_old_secret_stays() {
             bad.push((&locked, &["locked.secret", "ermission"]));
         }
         for (path, words) in bad {
-            let e = config_set(&mut c, text(path)).expect_err(text(path));
+            let e = set_secret_file(&mut c, text(path)).expect_err(text(path));
             let e = e.to_string();
             assert!(e.contains("rl.secret-file"), "{source}: {e}");
             for w in words {
                 assert!(e.contains(w), "{source}: {e} should mention {w}");
             }
             // Nothing changed: same path, same secret.
-            assert_eq!(config_get(&mut c), path_before, "{source}");
+            assert_eq!(secret_file_config(&mut c), path_before, "{source}");
             assert_eq!(v4(&mut c), A_V4_1130, "{source}: after {e}");
         }
     }
@@ -311,14 +293,14 @@ fn no_secret_is_an_error_never_a_fallback() {
             );
         }
         // A refused file does not leave a fallback either.
-        let e = config_set(&mut c, "/nonexistent/rl.secret").unwrap_err();
+        let e = set_secret_file(&mut c, "/nonexistent/rl.secret").unwrap_err();
         assert!(e.to_string().contains("No such file"), "{e}");
         let e = pseudonym_err(&mut c, &["192.0.2.1"]);
         assert!(e.contains("no secret"), "{e}");
         // And once a secret is given, the pseudonym is the vector's.
         let secrets = tempfile::tempdir().unwrap();
         let a = write_secret(secrets.path(), "a.secret", SECRET_A);
-        config_set(&mut c, text(&a)).unwrap();
+        set_secret_file(&mut c, text(&a)).unwrap();
         assert_eq!(v4(&mut c), A_V4_1130);
     }
 }
@@ -429,8 +411,8 @@ fn assert_secret_never_shown(s: &Server, first: &str, b: &Path) {
         pseudonym(&mut c, &["192.0.2.1", "scope", "NOW", &T0.to_string()]),
         format!("{first}:scope")
     );
-    config_set(&mut c, "/nonexistent/rl.secret").unwrap_err();
-    config_set(&mut c, text(b)).unwrap();
+    set_secret_file(&mut c, "/nonexistent/rl.secret").unwrap_err();
+    set_secret_file(&mut c, text(b)).unwrap();
     assert_eq!(v4(&mut c), B_V4_1130);
     let _: String = redis::cmd("ECHO")
         .arg("end-of-secret-check")

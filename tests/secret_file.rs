@@ -46,23 +46,6 @@ fn pseudonym(c: &mut Connection) -> String {
         .unwrap_or_else(|e| panic!("RL.PSEUDONYM: {e}"))
 }
 
-fn config_set(c: &mut Connection, value: &str) -> redis::RedisResult<()> {
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("rl.secret-file")
-        .arg(value)
-        .query(c)
-}
-
-fn config_get(c: &mut Connection) -> String {
-    let pair: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("rl.secret-file")
-        .query(c)
-        .expect("CONFIG GET");
-    pair.get(1).cloned().unwrap_or_default()
-}
-
 fn ping(s: &Server) {
     let mut fresh = s.conn();
     fresh.set_read_timeout(Some(TIMEOUT)).expect("read timeout");
@@ -73,9 +56,9 @@ fn ping(s: &Server) {
 /// Points the config at `path`, which must be refused promptly with an error that
 /// contains `expected`; the server still answers and the old secret is in force.
 fn refused(s: &mut Server, c: &mut Connection, path: &Path, expected: &str) {
-    let old = config_get(c);
+    let old = secret_file_config(c);
     let started = Instant::now();
-    let result = config_set(c, text(path));
+    let result = set_secret_file(c, text(path));
     let took = started.elapsed();
     let err = match result {
         Ok(()) => panic!("CONFIG SET rl.secret-file {} succeeded", path.display()),
@@ -96,7 +79,7 @@ fn refused(s: &mut Server, c: &mut Connection, path: &Path, expected: &str) {
     assert!(took < TIMEOUT, "took {took:?}");
     assert!(s.alive());
     ping(s);
-    assert_eq!(config_get(c), old, "the config changed");
+    assert_eq!(secret_file_config(c), old, "the config changed");
     assert_eq!(
         pseudonym(c),
         A_V4_1130,
@@ -177,14 +160,14 @@ fn the_cap_is_4096_bytes_of_file() {
     // Exactly at the cap: accepted, and the new secret is in force at once.
     let exact = dir.join("exact");
     std::fs::write(&exact, "z".repeat(CAP)).expect("write");
-    config_set(&mut c, text(&exact)).expect("a 4096-byte secret file");
-    assert_eq!(config_get(&mut c), text(&exact));
+    set_secret_file(&mut c, text(&exact)).expect("a 4096-byte secret file");
+    assert_eq!(secret_file_config(&mut c), text(&exact));
     let p = pseudonym(&mut c);
     assert_ne!(p, A_V4_1130);
     // And an ordinary file after the refusals: back to A.
     let a = dir.join("secret-a-again");
     std::fs::write(&a, SECRET_A).expect("write");
-    config_set(&mut c, text(&a)).expect("secret A");
+    set_secret_file(&mut c, text(&a)).expect("secret A");
     assert_eq!(pseudonym(&mut c), A_V4_1130);
     assert!(s.alive());
 }

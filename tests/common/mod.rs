@@ -340,3 +340,23 @@ pub fn wait_link(primary: &Server, replica: &Server) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `CONFIG SET rl.secret-file <value>`.
+pub fn set_secret_file(c: &mut Connection, value: &str) -> redis::RedisResult<()> {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("rl.secret-file")
+        .arg(value)
+        .query(c)
+}
+
+/// What `CONFIG GET rl.secret-file` shows.
+pub fn secret_file_config(c: &mut Connection) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("rl.secret-file")
+        .query(c)
+        .expect("CONFIG GET");
+    assert_eq!(pair.first().map(String::as_str), Some("rl.secret-file"));
+    pair.get(1).cloned().unwrap_or_default()
+}
