@@ -226,8 +226,17 @@ fn lossy(bytes: &[u8]) -> String {
 
 /// An option keyword, matched case-insensitively as Redis matches its own options.
 fn keyword(option: &[u8]) -> Option<&'static str> {
-    ["COST", "NOW", "PEEK", "REFUND", "RESET", "BURST"]
-        .into_iter()
+    // By length first: every call has options to look up.
+    let names: &[&'static str] = match option.len() {
+        3 => &["NOW"],
+        4 => &["COST", "PEEK"],
+        5 => &["RESET", "BURST"],
+        6 => &["REFUND"],
+        _ => &[],
+    };
+    names
+        .iter()
+        .copied()
         .find(|name| option.eq_ignore_ascii_case(name.as_bytes()))
 }
 
@@ -248,10 +257,17 @@ pub fn parse_u64(bytes: &[u8]) -> Option<u64> {
     if bytes.is_empty() || bytes.len() > 20 {
         return None;
     }
-    bytes.iter().try_fold(0u64, |acc, &b| {
-        let digit = (b as char).to_digit(10)?;
-        acc.checked_mul(10)?.checked_add(u64::from(digit))
-    })
+    // Any 19 digits fit in a u64: only a 20th can overflow it.
+    let (head, last) = bytes.split_at(bytes.len().min(19));
+    let digit = |b: u8| Some(b.wrapping_sub(b'0')).filter(|d| *d <= 9).map(u64::from);
+    let mut n = 0u64;
+    for &b in head {
+        n = n * 10 + digit(b)?;
+    }
+    for &b in last {
+        n = n.checked_mul(10)?.checked_add(digit(b)?)?;
+    }
+    Some(n)
 }
 
 /// A counter exactly as Redis's INCRBY reads one: an optional minus sign and digits
@@ -266,9 +282,12 @@ pub fn parse_counter(bytes: &[u8]) -> Option<i64> {
     if leading_zero || (negative && digits == b"0") {
         return None;
     }
-    let magnitude = i128::from(parse_u64(digits)?);
-    let value = if negative { -magnitude } else { magnitude };
-    i64::try_from(value).ok()
+    let magnitude = parse_u64(digits)?;
+    if negative {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
+    }
 }
 
 fn parse_amount(name: &'static str, bytes: &[u8]) -> Result<u64> {

@@ -13,7 +13,7 @@
 //! exact one, however long the run.
 
 use super::{
-    ceil_ms, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec, Stored, Verdict,
+    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec, Stored, Verdict,
     Write, Writes, NO_WRITES,
 };
 use crate::args::Window;
@@ -38,12 +38,12 @@ impl Rate {
 
     /// The lattice point ceil(j × window / limit).
     fn lattice(self, j: u128) -> u128 {
-        (j * self.w()).div_ceil(self.l())
+        div_ceil(j * self.w(), self.l())
     }
 
     /// The time `units` emission intervals after `from`, along the lattice.
     pub fn advance(self, from: u64, units: u64) -> u128 {
-        let j = u128::from(from) * self.l() / self.w();
+        let j = div(u128::from(from) * self.l(), self.w());
         u128::from(from) + self.lattice(j + u128::from(units)) - self.lattice(j)
     }
 
@@ -52,7 +52,7 @@ impl Rate {
     pub fn retreat(self, to: u64, units: u64) -> u128 {
         let to = u128::from(to);
         let units = u128::from(units);
-        let j = to * self.l() / self.w();
+        let j = div(to * self.l(), self.w());
         // `advance` from a point in lattice cell k lands in cell k + units or the one
         // after: try both cells, the later start first (it gives back less).
         for k in [j.checked_sub(units), j.checked_sub(units + 1)]
@@ -61,18 +61,18 @@ impl Rate {
         {
             let step = self.lattice(k + units) - self.lattice(k);
             if let Some(from) = to.checked_sub(step) {
-                if from * self.l() / self.w() == k {
+                if div(from * self.l(), self.w()) == k {
                     return from;
                 }
             }
         }
         // Not a TAT one advance of `units` made: step back without the lattice.
-        to.saturating_sub(units * self.w() / self.l())
+        to.saturating_sub(div(units * self.w(), self.l()))
     }
 
     /// How far ahead of now the TAT may be: `burst` intervals, rounded up to the µs.
     pub fn tolerance(self) -> u128 {
-        (u128::from(self.burst) * self.w()).div_ceil(self.l())
+        div_ceil(u128::from(self.burst) * self.w(), self.l())
     }
 }
 
@@ -121,7 +121,7 @@ fn remaining(rate: Rate, tat: u128, now: u64) -> u64 {
     // worth of units of (tolerance - ahead) / interval; bisection over that narrow
     // range (the whole burst, if the rate is extreme) takes a step or two.
     let fits = |k: u64| rate.advance(base, k) - u128::from(now) <= tolerance;
-    let units = |us: u128| u64::try_from(us * rate.l() / rate.w()).unwrap_or(u64::MAX);
+    let units = |us: u128| u64::try_from(div(us * rate.l(), rate.w())).unwrap_or(u64::MAX);
     let room = tolerance - ahead;
     let mut low = units(room.saturating_sub(1)).min(rate.burst);
     let mut high = units(room + 1).min(rate.burst);

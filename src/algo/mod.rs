@@ -27,7 +27,25 @@ pub struct Decision {
 /// Microseconds to whole milliseconds, rounded up: a caller who waits the reported
 /// time must never arrive early.
 pub fn ceil_ms(us: u128) -> u64 {
-    u64::try_from(us.div_ceil(1000)).unwrap_or(u64::MAX)
+    u64::try_from(div_ceil(us, 1000)).unwrap_or(u64::MAX)
+}
+
+/// `n / d`. The decisions compute in u128 so that nothing can overflow, but a u128
+/// division is a library call costing tens of instructions, and on every real call
+/// both operands fit in u64: then it is one instruction.
+pub fn div(n: u128, d: u128) -> u128 {
+    match (u64::try_from(n), u64::try_from(d)) {
+        (Ok(n), Ok(d)) => u128::from(n / d),
+        _ => n / d,
+    }
+}
+
+/// `n / d`, rounded up; as `div`.
+pub fn div_ceil(n: u128, d: u128) -> u128 {
+    match (u64::try_from(n), u64::try_from(d)) {
+        (Ok(n), Ok(d)) => u128::from(n.div_ceil(d)),
+        _ => n.div_ceil(d),
+    }
 }
 
 /// `retry_after_ms` for a denied request that becomes admissible after `wait_us`.
@@ -206,6 +224,17 @@ mod tests {
             remaining,
             retry_after_ms: retry,
             reset_after_ms: reset,
+        }
+    }
+
+    #[test]
+    fn divisions_agree_with_u128_ones() {
+        let big = u128::from(u64::MAX);
+        for n in [0, 1, 999, 1000, 1001, big - 1, big, big + 1, big * 7 + 3, u128::MAX] {
+            for d in [1, 3, 1000, big, big + 1, u128::MAX] {
+                assert_eq!(div(n, d), n / d, "{n} / {d}");
+                assert_eq!(div_ceil(n, d), n.div_ceil(d), "{n} / {d} up");
+            }
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::fixed::{counter_refund, counter_verdict};
 use super::{
-    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
+    ceil_ms, div, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
     Stored, Verdict, Writes,
 };
 use crate::args::Window;
@@ -26,7 +26,7 @@ pub fn window_index(now: u64, window: Window) -> u64 {
 pub fn estimate(c: Counters, window: Window, now: u64) -> u128 {
     let w = u128::from(window.us());
     let elapsed = u128::from(now % window.us());
-    u128::from(c.current) + u128::from(c.previous) * (w - elapsed) / w
+    u128::from(c.current) + div(u128::from(c.previous) * (w - elapsed), w)
 }
 
 /// Microseconds from `now` until the estimate is at most `target`, if nothing else
@@ -37,7 +37,7 @@ fn wait_until_at_most(c: Counters, window: Window, now: u64, target: u128) -> u1
     let elapsed = u128::from(now % window.us());
     // floor(n * x / w) <= budget  <=>  x <= ((budget + 1) * w - 1) / n, for x the
     // part of the faded window that the sliding window still covers.
-    let covered_at_most = |n: u64, budget: u128| ((budget + 1) * w - 1) / u128::from(n);
+    let covered_at_most = |n: u64, budget: u128| div((budget + 1) * w - 1, u128::from(n));
     let current = u128::from(c.current);
     if current <= target {
         // Reachable inside this window, as the previous window's weight fades.

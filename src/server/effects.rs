@@ -133,7 +133,7 @@ pub fn replicate_set_pxat(ctx: Ctx, key: RString, value: RString, at_ms: i64) ->
 /// One command. Up to four arguments go as "s" each (referenced, not copied); more
 /// as one "v" array, which costs Redis a reallocation. A failure here means a
 /// replica would miss a write the primary made: it is an error, never ignored.
-fn replicate(ctx: Ctx, command: &CStr, args: &[RString]) -> Result<()> {
+pub fn replicate(ctx: Ctx, command: &CStr, args: &[RString]) -> Result<()> {
     // SAFETY: the function pointer is only read; presence is checked at load.
     let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
         return Err(Error::Internal("RedisModule_Replicate is missing"));

@@ -17,7 +17,7 @@ use crate::algo::{
     Verdict, Write, Writes,
 };
 use crate::error::{Error, Result};
-use crate::layout::{counter_key, decimal, has_hash_tag, key_slot};
+use crate::layout::{counter_key_in, decimal, has_hash_tag, key_slot};
 
 /// One limit of a call: an algorithm on a base key.
 #[derive(Clone, Copy)]
@@ -113,7 +113,7 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
         let name = match key_use.name {
             KeyName::Base => Name::Base(limit.key),
             KeyName::Derived(n) => {
-                let name = OwnedString::new(call.ctx, &counter_key(base, n))?;
+                let name = OwnedString::new(call.ctx, &counter_key_in(base, n, &mut [0; 128]))?;
                 // Not an argument, so Redis could not check it against the ACL.
                 check_key(call, name.ptr, write)?;
                 Name::Made(name)

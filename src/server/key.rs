@@ -190,23 +190,35 @@ impl Key {
     /// encoding a later read leaves as it is.
     pub fn write_string(&self, value: &[u8]) -> Result<()> {
         let failed = Err(Error::Internal("could not write a string key"));
-        // SAFETY: a writable key that is empty or a string; after truncating to the
-        // new length (which creates an empty key as a raw string), DMA in write mode
-        // gives exactly that many writable bytes.
-        unsafe {
-            let rc = raw::RedisModule_StringTruncate.map_or(1, |f| f(self.ptr, value.len()));
+        let dma = || {
+            let mut len = 0;
+            // SAFETY: a writable key that is empty or a string: DMA in write mode gives
+            // `len` writable bytes (0 for an empty key, whose pointer is not written).
+            let p = unsafe {
+                raw::RedisModule_StringDMA.map_or(ptr::null_mut(), |f| {
+                    f(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int)
+                })
+            };
+            (p, len)
+        };
+        // Most writes keep the length (a counter from 41 to 42, a TAT): then the
+        // string is written in place, without a truncation.
+        let (mut p, mut len) = dma();
+        if p.is_null() || len != value.len() {
+            // SAFETY: as above; truncating an empty key creates it as a raw string.
+            let rc = unsafe {
+                raw::RedisModule_StringTruncate.map_or(1, |f| f(self.ptr, value.len()))
+            };
             if rc != 0 {
                 return failed;
             }
-            let mut len = 0;
-            let p = raw::RedisModule_StringDMA.map_or(ptr::null_mut(), |f| {
-                f(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int)
-            });
-            if p.is_null() || len != value.len() {
-                return failed;
-            }
-            ptr::copy_nonoverlapping(value.as_ptr(), p.cast::<u8>(), len);
+            (p, len) = dma();
         }
+        if p.is_null() || len != value.len() {
+            return failed;
+        }
+        // SAFETY: `p` points to exactly `len` writable bytes of the key's string.
+        unsafe { ptr::copy_nonoverlapping(value.as_ptr(), p.cast::<u8>(), len) };
         Ok(())
     }
 

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::call::Call;
-use super::effects::{apply_trim, notify, replicate_trim, Effect, Event};
+use super::effects::{apply_trim, notify, replicate, replicate_trim, Effect, Event};
 use super::engine::Slot;
 use super::key::{
     call_command, free_string, zcount_up_to, Ctx, Key, Kind, OwnedString, Propagate, RString,
@@ -228,16 +228,26 @@ pub fn add(call: &Call, slot: &mut Slot, at: u64, count: u64) -> Result<()> {
     let name = slot.name.ptr();
     // One score string serves every member of the replicated ZADD.
     let score = OwnedString::from_i64(ctx, i64::try_from(at).unwrap_or(i64::MAX))?;
-    let mut zadd = Effect::new(ctx, name);
-    let mut added = 0;
-    while added < count {
-        let member = OwnedString::new(ctx, &log_member(at, random_bytes()))?;
-        if slot.key.zadd_new(at as f64, member.ptr)? {
-            zadd = zadd.string(score.ptr).string(member.ptr).keep(member);
-            added += 1;
+    let new_member = || -> Result<OwnedString> {
+        loop {
+            let member = OwnedString::new(ctx, &log_member(at, random_bytes()))?;
+            if slot.key.zadd_new(at as f64, member.ptr)? {
+                return Ok(member);
+            }
         }
+    };
+    if count == 1 {
+        // The usual COST: one ZADD of three strings, with no argument list to build.
+        let member = new_member()?;
+        replicate(ctx, c"ZADD", &[name, score.ptr, member.ptr])?;
+    } else {
+        let mut zadd = Effect::new(ctx, name);
+        for _ in 0..count {
+            let member = new_member()?;
+            zadd = zadd.string(score.ptr).string(member.ptr).keep(member);
+        }
+        zadd.replicate(c"ZADD")?;
     }
-    zadd.replicate(c"ZADD")?;
     notify(ctx, Event::Zset, c"zadd", name);
     if let Some(log) = &mut slot.log {
         log.total = log.total.saturating_add(count);
