@@ -14,12 +14,15 @@ pub mod server;
 
 #[cfg(not(test))]
 mod module {
-    use redis_module::configuration::{register_string_configuration, ConfigurationFlags};
+    use redis_module::configuration::{
+        register_bool_configuration, register_string_configuration, ConfigurationFlags,
+    };
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
     use crate::server::call::{install_panic_hook, log_warning};
     use crate::server::register::{missing_functions, register};
     use crate::server::secret::{load_environment, SECRET_FILE};
+    use crate::server::effects::INTEGER_VALUES;
     use crate::server::{cluster, info, options};
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
@@ -49,7 +52,15 @@ mod module {
             ConfigurationFlags::DEFAULT,
             None,
         );
-        // SAFETY: called from OnLoad, after the config is registered.
+        register_bool_configuration(
+            ctx,
+            "integer-values",
+            &INTEGER_VALUES,
+            true,
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
+        // SAFETY: called from OnLoad, after the configs are registered.
         unsafe {
             if let Some(load_configs) = raw::RedisModule_LoadConfigs {
                 if load_configs(ctx.ctx) != 0 {

@@ -1,7 +1,9 @@
 //! A PEEK changes nothing, not even how Redis stores a value: counters and TATs that
 //! the scripts wrote (INCR and SET keep integers int-encoded) keep their encoding,
 //! bytes, TTL and memory when the module reads them with PEEK. The module's own
-//! writes are raw strings, which no later read changes either.
+//! writes are integers too (`rl.integer-values yes`, the default: as small as the
+//! scripts'), or raw strings with `rl.integer-values no`; no later read changes
+//! either, nor does a call that only reads a key (SLIDECOUNT's previous window).
 mod common;
 use common::*;
 
@@ -119,21 +121,68 @@ fn peek_leaves_script_written_counters_and_tats_as_they_are() {
     );
 }
 
-#[test]
-fn the_modules_own_values_do_not_change_when_read() {
+/// The module's own counters and TATs, written in `mode` (`rl.integer-values`), are
+/// stored as `encoding`, and neither PEEK nor a SLIDECOUNT call that only reads the
+/// previous window's counter changes them.
+fn own_values(mode: &str, encoding: &str) {
     let s = Server::start();
     let mut c = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("rl.integer-values")
+        .arg(mode)
+        .query(&mut c)
+        .unwrap();
+    rl(&mut c, &format!("RL.FIXED own 8 10 NOW {T0}"));
     rl(&mut c, &format!("RL.FIXED own 8 10 NOW {T0}"));
     rl(&mut c, &format!("RL.GCRA own:g 10 1 NOW {T0}"));
-    let keys = [format!("own:{}", T0 / 1_000_000), "own:g".to_string()];
+    rl(&mut c, &format!("RL.GCRA own:g 10 1 NOW {T0}"));
+    rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {T0}"));
+    let i = T0 / 10_000_000;
+    let keys = [
+        format!("own:{}", T0 / 1_000_000),
+        "own:g".to_string(),
+        format!("own:c:{i}"),
+    ];
     let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
     for (k, st) in keys.iter().zip(&before) {
-        assert_eq!(st.1, "raw", "{k}");
+        assert_eq!(st.1, encoding, "{k}: rl.integer-values {mode}");
     }
+    assert_eq!(before[0].0.as_deref(), Some("2"));
     for _ in 0..3 {
         rl(&mut c, &format!("RL.FIXED own 8 10 NOW {T0} PEEK"));
         rl(&mut c, &format!("RL.GCRA own:g 10 1 NOW {T0} PEEK"));
+        rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {T0} PEEK"));
     }
+    // The next window: own:c:<i> is now the previous counter, only read.
+    let next = T0 + 10_000_000;
+    assert_eq!(rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {next}")).0, 1);
     let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
-    assert_eq!(after, before);
+    assert_eq!(after, before, "rl.integer-values {mode}");
+    // And a spend in that window writes its own counter the same way.
+    let current = state(&mut c, &format!("own:c:{}", i + 1));
+    assert_eq!(current.1, encoding);
+}
+
+#[test]
+fn the_modules_own_values_are_integers_and_do_not_change_when_read() {
+    own_values("yes", "int");
+}
+
+#[test]
+fn with_integer_values_off_they_are_raw_strings_and_do_not_change_when_read() {
+    own_values("no", "raw");
+}
+
+/// The default is what the memory per identity depends on.
+#[test]
+fn integer_values_is_on_by_default() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("rl.integer-values")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["rl.integer-values", "yes"]);
 }

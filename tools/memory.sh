@@ -2,7 +2,8 @@
 # Memory per limiter identity: `used_memory` growth over 100,000 identities (keys
 # `rl:id000000` ...), each called once, from an empty database, for each limiter and
 # for the script it replaces on the same key names. Also prints the OBJECT ENCODING
-# and MEMORY USAGE of one stored value of each. One fixed `now` (module NOW, script
+# and MEMORY USAGE of one stored value of each; the module's counters and TATs in
+# both storage modes (rl.integer-values yes and no). One fixed `now` (module NOW, script
 # ARGV). Prints Markdown. RL_MEMORY_IDENTITIES changes the number of identities.
 set -euo pipefail
 
@@ -62,14 +63,24 @@ measure() {
     'BEGIN {printf "| %s | %.1f | %d | %s | %s |\n", name, d / n, k, e, u}'
 }
 
+# module NAME KEY WORDS...: a module row in each storage mode (rl.integer-values).
+module() {
+  local name=$1; shift
+  for v in yes no; do
+    cli config set rl.integer-values "$v" >/dev/null
+    measure "$name, rl.integer-values $v" "$@"
+  done
+  cli config set rl.integer-values yes >/dev/null
+}
+
 echo "| limiter | B per identity | keys | OBJECT ENCODING | MEMORY USAGE (B) |"
 echo "|---|---:|---:|---|---:|"
 measure "INCR (a plain counter, no TTL)" "rl:id000000" INCR "{}"
-measure "RL.FIXED" "rl:id000000:$now_s" RL.FIXED "{}" 100 60 NOW "$now_us"
+module "RL.FIXED" "rl:id000000:$now_s" RL.FIXED "{}" 100 60 NOW "$now_us"
 measure "fixed_window.lua (INCR + EXPIRE)" "rl:id000000:$now_s" EVALSHA "$fixed_lua" 1 "{}" "$now_s" 60 100
-measure "RL.SLIDECOUNT" "rl:id000000:$i" RL.SLIDECOUNT "{}" 100 60 NOW "$now_us"
+module "RL.SLIDECOUNT" "rl:id000000:$i" RL.SLIDECOUNT "{}" 100 60 NOW "$now_us"
 measure "sliding_window_counter.lua" "rl:id000000:$i" EVALSHA "$count_lua" 2 "{}:$i" "{}:$((i - 1))" 100 0.000000 60
-measure "RL.GCRA" "rl:id000000" RL.GCRA "{}" 100 3600 NOW "$now_us"
+module "RL.GCRA" "rl:id000000" RL.GCRA "{}" 100 3600 NOW "$now_us"
 measure "gcra.lua (SET ... PX)" "rl:id000000" EVALSHA "$gcra_lua" 1 "{}" "$now_us" 36000000 100
 measure "RL.SLIDELOG, 1 entry" "rl:id000000" RL.SLIDELOG "{}" 100 60 NOW "$now_us"
 measure "sliding_window_log.lua, 1 entry" "rl:id000000" EVALSHA "$log_lua" 1 "{}" "$now_us" 60000000 100 "$now_us:00000000"

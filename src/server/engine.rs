@@ -12,7 +12,8 @@ use std::ffi::CStr;
 use super::acl::check_key;
 use super::call::Call;
 use super::effects::{
-    notify, replicate_int, replicate_key, replicate_set_pxat, signal_modified, Event,
+    integers, notify, replicate_int, replicate_key, replicate_set_pxat, run_replicated,
+    run_set_pxat, signal_modified, Event,
 };
 use super::key::{lossy, Ctx, Key, Kind, OwnedString, RString};
 use super::log::LogState;
@@ -142,10 +143,12 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
         let (value, log) = match key_use.kind {
-            KeyKind::Integer => (
-                key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?,
-                None,
-            ),
+            // A key the call cannot write is read as it is stored: through the key
+            // API, an integer would become a raw string (SLIDECOUNT's previous window).
+            KeyKind::Integer => {
+                let preserve = !write && (mode == Mode::Peek || integers());
+                (key.read_counter(call.ctx, name.ptr(), preserve)?, None)
+            }
             KeyKind::Log => {
                 let cut = cutoff(now, limit.spec.window);
                 (None, Some(LogState::read(call, &key, name.ptr(), cut)?))
@@ -341,6 +344,19 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
                 .unwrap_or(0)
                 .checked_add(by)
                 .ok_or_else(|| Error::Overflow(lossy(name)))?;
+            if integers() {
+                // Redis's own INCRBY stores the counter as INCR does (an integer, or
+                // a shared one below 10,000), replicates, announces and signals
+                // itself. The handle would go stale under its write.
+                slot.key = Key::closed();
+                run_replicated(ctx, c"INCRBY", name, to_i64(by))?;
+                slot.value = Some(value);
+                slot.signalled = true;
+                if created {
+                    run_replicated(ctx, c"PEXPIREAT", name, expiry(call, ttl_ms))?;
+                }
+                return Ok(());
+            }
             slot.key.write_string(decimal(value, &mut [0; 20]))?;
             slot.value = Some(value);
             replicate_int(ctx, c"INCRBY", name, to_i64(by))?;
@@ -354,6 +370,13 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         }
         Write::DecrBy { by, .. } => {
             let value = slot.value.unwrap_or(0).saturating_sub(by);
+            if integers() {
+                slot.key = Key::closed();
+                run_replicated(ctx, c"DECRBY", name, to_i64(by))?;
+                slot.value = Some(value);
+                slot.signalled = true;
+                return Ok(());
+            }
             slot.key.write_string(decimal(value, &mut [0; 20]))?;
             slot.value = Some(value);
             replicate_int(ctx, c"DECRBY", name, to_i64(by))?;
@@ -362,6 +385,14 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         Write::SetExpiring { value, ttl_us, .. } => {
             let at = expiry(call, ceil_ms(u128::from(ttl_us)));
             // One string is both the stored value and the replicated SET's.
+            if integers() {
+                // SET stores the TAT as an integer, as the script's SET does.
+                slot.key = Key::closed();
+                run_set_pxat(ctx, name, to_i64(value), at)?;
+                slot.value = Some(value);
+                slot.signalled = true;
+                return Ok(());
+            }
             let text = OwnedString::from_i64(ctx, to_i64(value))?;
             slot.key.write_string(super::key::bytes(text.ptr))?;
             slot.key.expire_at(at)?;

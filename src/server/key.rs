@@ -453,6 +453,7 @@ pub fn call_command<T>(
         (1, Propagate::Yes) => c"!s",
         (2, Propagate::Yes) => c"!ss",
         (3, Propagate::Yes) => c"!sss",
+        (4, Propagate::Yes) => c"!ssss",
         _ => return failed,
     };
     let c = command.as_ptr();
