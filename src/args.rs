@@ -259,7 +259,11 @@ pub fn parse_u64(bytes: &[u8]) -> Option<u64> {
     }
     // Any 19 digits fit in a u64: only a 20th can overflow it.
     let (head, last) = bytes.split_at(bytes.len().min(19));
-    let digit = |b: u8| Some(b.wrapping_sub(b'0')).filter(|d| *d <= 9).map(u64::from);
+    let digit = |b: u8| {
+        Some(b.wrapping_sub(b'0'))
+            .filter(|d| *d <= 9)
+            .map(u64::from)
+    };
     let mut n = 0u64;
     for &b in head {
         n = n * 10 + digit(b)?;

@@ -44,7 +44,9 @@ pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     while n >= 10 && start >= 2 {
         let pair = (n % 100) as usize * 2;
         start -= 2;
-        if let (Some(out), Some(digits)) = (buf.get_mut(start..start + 2), PAIRS.get(pair..pair + 2)) {
+        if let (Some(out), Some(digits)) =
+            (buf.get_mut(start..start + 2), PAIRS.get(pair..pair + 2))
+        {
             out.copy_from_slice(digits);
         }
         n /= 100;
@@ -157,8 +159,17 @@ mod tests {
             &*log_member(1_764_480_000_000_001, [0, 0x0f, 0xa0, 0xff]),
             b"1764480000000001:000fa0ff"
         );
-        assert_eq!(&*log_member(u64::MAX, [0xff; 4]), b"18446744073709551615:ffffffff");
-        for base in [&b""[..], b"rl:{a}", &[b'x'; 106], &[b'y'; 107], &[b'z'; 300]] {
+        assert_eq!(
+            &*log_member(u64::MAX, [0xff; 4]),
+            b"18446744073709551615:ffffffff"
+        );
+        for base in [
+            &b""[..],
+            b"rl:{a}",
+            &[b'x'; 106],
+            &[b'y'; 107],
+            &[b'z'; 300],
+        ] {
             for n in [0, 9, 1_764_480_000, u64::MAX] {
                 assert_eq!(
                     counter_key_in(base, n, &mut [0; 128]).as_ref(),

@@ -20,9 +20,9 @@ mod module {
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
     use crate::server::call::{install_panic_hook, log_warning};
+    use crate::server::effects::INTEGER_VALUES;
     use crate::server::register::{missing_functions, register};
     use crate::server::secret::{load_environment, SECRET_FILE};
-    use crate::server::effects::INTEGER_VALUES;
     use crate::server::{cluster, info, options};
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {

@@ -156,7 +156,10 @@ fn own_values(mode: &str, encoding: &str) {
     }
     // The next window: own:c:<i> is now the previous counter, only read.
     let next = T0 + 10_000_000;
-    assert_eq!(rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {next}")).0, 1);
+    assert_eq!(
+        rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {next}")).0,
+        1
+    );
     let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
     assert_eq!(after, before, "rl.integer-values {mode}");
     // And a spend in that window writes its own counter the same way.

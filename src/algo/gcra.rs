@@ -13,8 +13,8 @@
 //! exact one, however long the run.
 
 use super::{
-    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec, Stored, Verdict,
-    Write, Writes, NO_WRITES,
+    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
+    Stored, Verdict, Write, Writes, NO_WRITES,
 };
 use crate::args::Window;
 use crate::error::{Error, Result};

@@ -230,7 +230,18 @@ mod tests {
     #[test]
     fn divisions_agree_with_u128_ones() {
         let big = u128::from(u64::MAX);
-        for n in [0, 1, 999, 1000, 1001, big - 1, big, big + 1, big * 7 + 3, u128::MAX] {
+        for n in [
+            0,
+            1,
+            999,
+            1000,
+            1001,
+            big - 1,
+            big,
+            big + 1,
+            big * 7 + 3,
+            u128::MAX,
+        ] {
             for d in [1, 3, 1000, big, big + 1, u128::MAX] {
                 assert_eq!(div(n, d), n / d, "{n} / {d}");
                 assert_eq!(div_ceil(n, d), n.div_ceil(d), "{n} / {d} up");

@@ -206,9 +206,8 @@ impl Key {
         let (mut p, mut len) = dma();
         if p.is_null() || len != value.len() {
             // SAFETY: as above; truncating an empty key creates it as a raw string.
-            let rc = unsafe {
-                raw::RedisModule_StringTruncate.map_or(1, |f| f(self.ptr, value.len()))
-            };
+            let rc =
+                unsafe { raw::RedisModule_StringTruncate.map_or(1, |f| f(self.ptr, value.len())) };
             if rc != 0 {
                 return failed;
             }
