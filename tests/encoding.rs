@@ -2,8 +2,7 @@
 //! the scripts wrote (INCR and SET keep integers int-encoded) keep their encoding,
 //! bytes, TTL and memory when the module reads them with PEEK. The module's own
 //! writes are integers too (`rl.integer-values yes`, the default: as small as the
-//! scripts'), or raw strings with `rl.integer-values no`; no later read changes
-//! either, nor does a call that only reads a key (SLIDECOUNT's previous window).
+//! scripts'), or raw strings with `rl.integer-values no`; no PEEK changes either.
 mod common;
 use common::*;
 
@@ -122,8 +121,9 @@ fn peek_leaves_script_written_counters_and_tats_as_they_are() {
 }
 
 /// The module's own counters and TATs, written in `mode` (`rl.integer-values`), are
-/// stored as `encoding`, and neither PEEK nor a SLIDECOUNT call that only reads the
-/// previous window's counter changes them.
+/// stored as `encoding`, and no PEEK changes them. A call that reads a counter through
+/// the key API (SLIDECOUNT's previous window, in the next window) leaves its value
+/// and DUMP as they were: only an integer becomes a raw string.
 fn own_values(mode: &str, encoding: &str) {
     let s = Server::start();
     let mut c = s.conn();
@@ -154,15 +154,18 @@ fn own_values(mode: &str, encoding: &str) {
         rl(&mut c, &format!("RL.GCRA own:g 10 1 NOW {T0} PEEK"));
         rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {T0} PEEK"));
     }
-    // The next window: own:c:<i> is now the previous counter, only read.
-    let next = T0 + 10_000_000;
-    assert_eq!(
-        rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {next}")).0,
-        1
-    );
     let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
     assert_eq!(after, before, "rl.integer-values {mode}");
-    // And a spend in that window writes its own counter the same way.
+    // The next window: own:c:<i> is now the previous counter, read by the key API.
+    let next = T0 + 10_000_000;
+    let count = rl(&mut c, &format!("RL.SLIDECOUNT own:c 8 10 NOW {next}"));
+    assert_eq!((count.0, count.1), (1, 6), "one now, one fully weighted");
+    let previous = state(&mut c, &keys[2]);
+    assert_eq!(
+        (&previous.0, &previous.2, previous.3, previous.1.as_str()),
+        (&before[2].0, &before[2].2, before[2].3, "raw")
+    );
+    // And the spend in that window wrote its own counter as `encoding`.
     let current = state(&mut c, &format!("own:c:{}", i + 1));
     assert_eq!(current.1, encoding);
 }

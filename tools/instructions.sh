@@ -108,6 +108,8 @@ profile() {
   # them run with the same modules; redis-cell only where it is measured.
   local modules=(--loadmodule "$module")
   case "$sections" in *" floor "*) modules+=(--loadmodule "$floor") ;; esac
+  # RAW=1: the module's counters and TATs as raw strings (rl.integer-values no).
+  [ "${RAW:-}" = 1 ] && modules+=(--rl.integer-values no)
   [ "${CELL:-}" = 1 ] && modules+=(--loadmodule "$cell")
   valgrind --tool=callgrind --toggle-collect=aeMain --callgrind-out-file="$work/$name.out" \
     "$server" --port "$p" --dir "$dir" --save "" --appendonly no "${extra[@]}" \
@@ -216,6 +218,10 @@ if [[ "$sections" == *" floor "* ]]; then
     [ "$c" = gcra ] && deny=(100 3600 BURST 1)
     profile "${c}_standalone" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
     WARM=1 profile "${c}_denied" standalone - "RL.$C" '{__rand_int__}:rl' "${deny[@]}" NOW "$now_us"
+    if [ "$c" != slidelog ]; then
+      RAW=1 profile "${c}_raw" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+      RAW=1 WARM=1 profile "${c}_raw_denied" standalone - "RL.$C" '{__rand_int__}:rl' "${deny[@]}" NOW "$now_us"
+    fi
     profile "${c}_floor" standalone - "FLOOR.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
     if [ "$c" = gcra ]; then
       WARM=1 profile "${c}_floor_denied" standalone - FLOOR.GCRA '{__rand_int__}:rl' 100 3600 NOW "$now_us" BURST 1
@@ -235,18 +241,28 @@ if [[ "$sections" == *" floor "* ]]; then
   echo "Admitted: limit 100, 5,000 identities; denied: limit 1 (RL.GCRA BURST 1), every"
   echo "identity spent before counting."
   echo
-  echo "| path | redis-rl | ÷ INCR | floor | redis-rl ÷ floor | Lua script | Lua ÷ redis-rl |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
+  echo "redis-rl stores counters and TATs as integers (rl.integer-values yes, the default)"
+  echo "or as raw strings (no), which is what the floor does; SLIDELOG has no such values."
+  echo
+  echo "| path | redis-rl | ÷ INCR | floor | redis-rl ÷ floor | integer-values no | ÷ floor | Lua script | Lua ÷ redis-rl |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   incr_s=$(total "$work/incr_standalone.out")
-  echo "| INCR | $incr_s | 1 |  |  |  |  |"
+  echo "| INCR | $incr_s | 1 |  |  |  |  |  |  |"
   for c in fixed slidecount gcra slidelog; do
     C=$(echo "$c" | tr a-z A-Z)
     for path in admitted denied; do
-      suffix=_standalone floor_run=${c}_floor lua_run=${c}_lua
-      if [ "$path" = denied ]; then suffix=_denied floor_run=${c}_floor_denied lua_run=${c}_lua_denied; fi
-      awk -v n="RL.$C $path" -v r="$(total "$work/$c$suffix.out")" -v i="$incr_s" \
+      suffix=_standalone raw_run=${c}_raw floor_run=${c}_floor lua_run=${c}_lua
+      if [ "$path" = denied ]; then
+        suffix=_denied raw_run=${c}_raw_denied floor_run=${c}_floor_denied lua_run=${c}_lua_denied
+      fi
+      raw=0
+      [ -f "$work/$raw_run.out" ] && raw=$(total "$work/$raw_run.out")
+      awk -v n="RL.$C $path" -v r="$(total "$work/$c$suffix.out")" -v i="$incr_s" -v w="$raw" \
         -v f="$(total "$work/$floor_run.out")" -v l="$(total "$work/$lua_run.out")" \
-        'BEGIN {printf "| %s | %d | %.2f | %d | **%.2f** | %d | %.2f |\n", n, r, r/i, f, r/f, l, l/r}'
+        'BEGIN {
+          raw = w > 0 ? sprintf("%d | **%.2f**", w, w/f) : " | "
+          printf "| %s | %d | %.2f | %d | **%.2f** | %s | %d | %.2f |\n", n, r, r/i, f, r/f, raw, l, l/r
+        }'
     done
   done
   if [ -n "$cell" ]; then

@@ -190,17 +190,18 @@ pub fn signal_modified(ctx: Ctx, key: RString) {
     }
 }
 
-/// `rl.integer-values`: counters and TATs are written by Redis's own INCRBY, DECRBY
-/// and SET, which store them as the scripts' INCR and SET do (an integer, shared
-/// below 10,000), 23 to 32 bytes per identity less than the raw strings the key API
-/// writes, for an RM_Call per write (README, "Memory per identity").
+/// `rl.integer-values`: counters and TATs are written by Redis's own INCRBY and SET,
+/// which store them as the scripts' INCR and SET do (an integer, shared below
+/// 10,000), 23 to 32 bytes per identity less than the raw strings the key API writes,
+/// for an RM_Call per write (README, "Memory per identity"). A REFUND still writes
+/// through the key API: Redis's DECRBY would announce itself as `incrby`.
 pub static INTEGER_VALUES: AtomicBool = AtomicBool::new(true);
 
 pub fn integers() -> bool {
     INTEGER_VALUES.load(Ordering::Relaxed)
 }
 
-/// `<command> <key> <n>` run by Redis itself (INCRBY, DECRBY, PEXPIREAT): it writes,
+/// `<command> <key> <n>` run by Redis itself (INCRBY, PEXPIREAT): it writes,
 /// replicates, announces and signals itself, as the script's call does.
 pub fn run_replicated(ctx: Ctx, command: &CStr, key: RString, n: i64) -> Result<()> {
     let n = Number::new(ctx, n)?;

@@ -143,12 +143,10 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
         let (value, log) = match key_use.kind {
-            // A key the call cannot write is read as it is stored: through the key
-            // API, an integer would become a raw string (SLIDECOUNT's previous window).
-            KeyKind::Integer => {
-                let preserve = !write && (mode == Mode::Peek || integers());
-                (key.read_counter(call.ctx, name.ptr(), preserve)?, None)
-            }
+            KeyKind::Integer => (
+                key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?,
+                None,
+            ),
             KeyKind::Log => {
                 let cut = cutoff(now, limit.spec.window);
                 (None, Some(LogState::read(call, &key, name.ptr(), cut)?))
@@ -370,13 +368,6 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         }
         Write::DecrBy { by, .. } => {
             let value = slot.value.unwrap_or(0).saturating_sub(by);
-            if integers() {
-                slot.key = Key::closed();
-                run_replicated(ctx, c"DECRBY", name, to_i64(by))?;
-                slot.value = Some(value);
-                slot.signalled = true;
-                return Ok(());
-            }
             slot.key.write_string(decimal(value, &mut [0; 20]))?;
             slot.value = Some(value);
             replicate_int(ctx, c"DECRBY", name, to_i64(by))?;
