@@ -255,7 +255,7 @@ if [[ "$sections" == *" floor "* ]]; then
         suffix=_denied raw_run=${c}_raw_denied floor_run=${c}_floor_denied lua_run=${c}_lua_denied
       fi
       raw=0
-      [ -f "$work/$raw_run.out" ] && raw=$(total "$work/$raw_run.out")
+      [ -f "$work/$raw_run.calls" ] && raw=$(total "$work/$raw_run.out")
       awk -v n="RL.$C $path" -v r="$(total "$work/$c$suffix.out")" -v i="$incr_s" -v w="$raw" \
         -v f="$(total "$work/$floor_run.out")" -v l="$(total "$work/$lua_run.out")" \
         'BEGIN {
