@@ -612,3 +612,26 @@ fn cl_throttle_name_is_added_or_skipped_when_taken() {
     assert!(err.contains("Cell error"), "redis-cell's command: {err}");
     assert_eq!(throttle(&mut c, "RL.THROTTLE k2 4 1 3").1, 5);
 }
+
+/// Only a call that writes signals its key: WATCH survives a quantity-0 call and a
+/// denial, and an admitted call aborts it.
+#[test]
+fn only_admitted_calls_touch_a_watched_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut other = s.conn();
+    let mut survives = |line: &str| -> bool {
+        let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
+        throttle(&mut other, line);
+        let r: Option<Vec<String>> = redis::pipe().atomic().cmd("PING").query(&mut c).unwrap();
+        r.is_some()
+    };
+    let now = START_US;
+    assert!(survives(&format!("RL.THROTTLE w 0 1 60 0 NOW {now}")));
+    assert!(!survives(&format!("RL.THROTTLE w 0 1 60 NOW {now}")));
+    assert!(survives(&format!("RL.THROTTLE w 0 1 60 0 NOW {now}")));
+    assert!(
+        survives(&format!("RL.THROTTLE w 0 1 60 NOW {now}")),
+        "a denial"
+    );
+}
