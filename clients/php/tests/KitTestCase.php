@@ -17,7 +17,7 @@ use RedisRl\Tests\Support\Servers;
 abstract class KitTestCase extends TestCase
 {
     /** A fixed instant (2024-06-17 07:29:09.8 UTC) that the tests step from with NOW. */
-    protected const T0 = 1_718_609_349_800_000;
+    public const T0 = 1_718_609_349_800_000;
 
     /** @var array<string, ?string> feature => why it is missing (null: present) */
     private static array $missing = [];
