@@ -165,6 +165,32 @@ final class LaravelTest extends TestCase
         self::assertCount(2, $this->logs(), 'each outage reported to the app log');
     }
 
+    public function testTheDenyCacheAnswersARepeatedDenialWithoutARoundTrip(): void
+    {
+        $this->reconfigure(['redis-rl.deny_cache' => true]);
+        $calls = static fn () => (int) preg_replace('/^calls=(\d+),.*$/', '$1', Servers::client(Servers::get()->standalone())->info('commandstats')['cmdstat_rl.slidecount'] ?? 'calls=0,');
+        $before = $calls();
+
+        $statuses = array_map(fn () => $this->getJson('/api/plain')->getStatusCode(), range(1, 6));
+
+        self::assertSame([200, 200, 200, 429, 429, 429], $statuses);
+        self::assertSame(4, $calls() - $before, 'the last two denials came from the cache');
+    }
+
+    public function testTheThrottleMiddlewareOnACluster(): void
+    {
+        $ports = Servers::get()->cluster();
+        $this->reconfigure(['redis-rl.cluster' => array_map(static fn (int $p) => "127.0.0.1:{$p}", $ports)]);
+        $moved = static fn () => array_sum(array_map(static fn (int $p) => (int) preg_replace('/^count=(\d+).*$/', '$1', Servers::client($p)->info('errorstats')['errorstat_MOVED'] ?? 'count=0'), $ports));
+        $before = $moved();
+
+        $statuses = array_map(fn () => $this->getJson('/api/plain')->getStatusCode(), range(1, 4));
+
+        self::assertSame([200, 200, 200, 429], $statuses);
+        self::assertSame(0, $moved() - $before, 'every call went to the slot owner');
+        self::assertSame([], $this->logs());
+    }
+
     /** @param array<string, mixed> $config */
     private function reconfigure(array $config): void
     {

@@ -234,6 +234,21 @@ final class SymfonyTest extends KitTestCase
         self::assertCount(2, $this->logger->records);
     }
 
+    public function testTheDenyCacheRepeatsADenialWithoutARoundTrip(): void
+    {
+        $clock = new ManualClockAdapter();
+        $limiter = new RateLimiter(self::standalone(), FailurePolicy::Open, $this->logger, $clock, new \RedisRl\DenyCache());
+        $fixed = (new RateLimiterFactory(['id' => 'dc', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute'], $limiter))->create('u6');
+        $calls = static fn () => (int) preg_replace('/^calls=(\d+),.*$/', '$1', Servers::client(Servers::get()->standalone())->info('commandstats')['cmdstat_rl.fixed'] ?? 'calls=0,');
+        $before = $calls();
+
+        $results = [$fixed->consume(), $fixed->consume(), $fixed->consume()];
+
+        self::assertSame([true, false, false], array_map(static fn ($r) => $r->isAccepted(), $results));
+        self::assertSame(2, $calls() - $before, 'the third came from the deny cache');
+        self::assertEquals($results[1]->getRetryAfter(), $results[2]->getRetryAfter(), 'the same instant to retry at');
+    }
+
     public function testACompoundLimiterIsOneCallInACluster(): void
     {
         $ports = Servers::get()->cluster();
