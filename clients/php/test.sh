@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 # (rate-limiter, framework and security bundles, ClockMock) and Laravel 8.83 too,
 # so no Composer download is needed (PSR-15's two interfaces are shimmed in tests/).
 packages=(php-cli php-redis phpunit php-psr-log php-psr-http-message php-psr-http-factory php-nyholm-psr7 redis-tools
-    php-symfony-rate-limiter php-symfony-framework-bundle php-symfony-security-bundle php-symfony-phpunit-bridge
+    php-symfony-rate-limiter php-symfony-framework-bundle php-symfony-security-bundle php-symfony-yaml php-symfony-phpunit-bridge
     php-laravel-framework)
 [[ -n "${RL_SERVER:-}" ]] || packages+=(redis-server)
 missing=()

@@ -4,11 +4,7 @@ declare(strict_types=1);
 
 namespace RedisRl\Tests\Symfony;
 
-use RedisRl\Connection\RedisConnection;
-use RedisRl\FailurePolicy;
 use RedisRl\RateLimiter;
-use RedisRl\Symfony\LoginRateLimiter;
-use RedisRl\Symfony\RateLimiterFactory;
 use Symfony\Bundle\FrameworkBundle\FrameworkBundle;
 use Symfony\Bundle\FrameworkBundle\Kernel\MicroKernelTrait;
 use Symfony\Bundle\SecurityBundle\SecurityBundle;
@@ -16,7 +12,6 @@ use Symfony\Component\DependencyInjection\Loader\Configurator\ContainerConfigura
 use Symfony\Component\HttpKernel\Kernel;
 use Symfony\Component\Routing\Loader\Configurator\RoutingConfigurator;
 
-use function Symfony\Component\DependencyInjection\Loader\Configurator\inline_service;
 use function Symfony\Component\DependencyInjection\Loader\Configurator\service;
 
 /**
@@ -30,8 +25,9 @@ final class App extends Kernel
 {
     use MicroKernelTrait;
 
-    public function __construct(string $environment, private readonly int $redisPort, private readonly string $dir)
+    public function __construct(string $environment, int $redisPort, private readonly string $dir)
     {
+        $_SERVER['REDIS_PORT'] = (string) $redisPort;
         parent::__construct($environment, false);
     }
 
@@ -67,30 +63,12 @@ final class App extends Kernel
         }
         $container->extension('framework', $framework);
 
+        // redis-rl's limiters, wired as the README tells an application to; the test
+        // adds only its stepped clock (the app would leave the server's clock).
+        $container->import(__DIR__ . '/redis_rl.yaml');
         $services = $container->services()->defaults()->autowire()->autoconfigure();
-        $services->set(RateLimiter::class)->args([
-            inline_service(RedisConnection::class)->args(['127.0.0.1', $this->redisPort]),
-            inline_service(FailurePolicy::class)->factory([FailurePolicy::class, 'named'])->args(['open']),
-            service('logger'),
-            service(Clock::class),
-        ]);
+        $services->get(RateLimiter::class)->arg(3, service(Clock::class));
         $services->set(Clock::class)->public();
-        // The docs' `framework.rate_limiter.anonymous_api`, as a service of ours.
-        $services->set('limiter.anonymous_api', RateLimiterFactory::class)->args([
-            ['id' => 'anonymous_api', 'policy' => 'sliding_log', 'limit' => 8, 'interval' => '10 seconds'],
-            service(RateLimiter::class),
-        ]);
-        $services->alias(RateLimiterFactory::class . ' $anonymousApiLimiter', 'limiter.anonymous_api');
-        $services->set('limiter.login_ip', RateLimiterFactory::class)->args([
-            ['id' => 'login_ip', 'policy' => 'fixed_window', 'limit' => 10, 'interval' => '15 minutes'],
-            service(RateLimiter::class),
-        ]);
-        $services->set('limiter.login_user', RateLimiterFactory::class)->args([
-            ['id' => 'login_user', 'policy' => 'fixed_window', 'limit' => 3, 'interval' => '15 minutes'],
-            service(RateLimiter::class),
-        ]);
-        $services->set('app.login_limiter', LoginRateLimiter::class)
-            ->args([service('limiter.login_ip'), service('limiter.login_user')]);
         $services->set(ApiController::class)->tag('controller.service_arguments');
         if ($this->environment === 'stock') {
             $services->set(StockController::class)->tag('controller.service_arguments');
