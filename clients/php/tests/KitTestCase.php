@@ -56,6 +56,8 @@ abstract class KitTestCase extends TestCase
             $probe = match ($feature) {
                 'RL.ALL' => ['RL.ALL', '1', 'FIXED', 'rl:{probe}', '1', '1', 'PEEK'],
                 'REFUND', 'RESET' => ['RL.FIXED', 'rl:{probe}', '1', '1', $feature],
+                'RL.CONCURRENCY' => ['RL.CONCURRENCY', 'rl:{probe}:c', '1', '1', 'PEEK'],
+                'RL.THROTTLE' => ['RL.THROTTLE', 'rl:{probe}:t', '1', '1', '60', '0'],
             };
             $redis = Servers::client(Servers::get()->standalone());
             $ok = $redis->rawCommand(...$probe) !== false;

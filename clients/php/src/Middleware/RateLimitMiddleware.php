@@ -52,6 +52,9 @@ final class RateLimitMiddleware implements MiddlewareInterface
         private readonly ?Limit $concurrency = null,
     ) {
         $this->identify = Closure::fromCallable($identify ?? new ClientIpPseudonym($limiter));
+        if ($limits === [] && $concurrency === null) {
+            throw new InvalidArgumentException('at least one limit (or the concurrency option) is needed');
+        }
         if ($concurrency !== null && $concurrency->algorithm !== Algorithm::Concurrency) {
             throw new InvalidArgumentException('the concurrency option takes a Limit::concurrency(...)');
         }
@@ -66,7 +69,7 @@ final class RateLimitMiddleware implements MiddlewareInterface
         $decision = match (true) {
             // Whatever failed (RL.PSEUDONYM) was reported where it failed.
             $identity === null => $this->limiter->policyDecision(RedisFailure::unavailable('no identity for this request')),
-            $lease !== null => $this->limiter->acquire($leaseId, ...$limits, ...[$lease]),
+            $lease !== null => $this->limiter->acquire($leaseId, ...[...$limits, $lease]),
             default => $this->limiter->hit(...$limits),
         };
 
