@@ -13,6 +13,7 @@ use Psr\Http\Server\RequestHandlerInterface;
 use RedisRl\Limit;
 use RedisRl\Middleware\RateLimitMiddleware;
 use RedisRl\Tests\Support\ManualClock;
+use RedisRl\Tests\Support\Servers;
 
 /**
  * RL.CONCURRENCY and RL.THROTTLE through the kit, on the module (they come from branch
@@ -91,6 +92,38 @@ final class ConcurrencyTest extends KitTestCase
         self::assertSame([429, 200], $inner);
         self::assertSame(200, $middleware->process($request, $handler(static fn () => $ok))->getStatusCode(), 'nothing left held');
         self::assertSame([], $this->logger->records, 'releasing an expired lease is no error');
+    }
+
+    public function testOneCallForTheRateLimitsAndTheLease(): void
+    {
+        self::requireFeature('RL.CONCURRENCY');
+        $rl = $this->limiter(clock: $this->clock);
+        $id = 'caller-' . random_int(0, PHP_INT_MAX);
+        $middleware = new RateLimitMiddleware($rl, new Psr17Factory(), [Limit::fixed('minute', 'rl:{id}:minute', 10, 60)], static fn () => $id, concurrency: Limit::concurrency('inflight', 'rl:{id}:inflight', 1, 30));
+        $request = new ServerRequest('GET', '/generate');
+        // A handler that, while it holds the lease, sends the same caller's next request.
+        $handler = new class ($middleware, $request) implements RequestHandlerInterface {
+            public ?ResponseInterface $inner = null;
+
+            public function __construct(private readonly RateLimitMiddleware $middleware, private readonly ServerRequest $request)
+            {
+            }
+
+            public function handle(ServerRequestInterface $request): ResponseInterface
+            {
+                $this->inner ??= $this->middleware->process($this->request, $this);
+
+                return new Response(200);
+            }
+        };
+
+        $outer = $middleware->process($request, $handler);
+
+        self::assertSame([200, 429], [$outer->getStatusCode(), $handler->inner?->getStatusCode()]);
+        self::assertSame('"minute";q=10;w=60', $handler->inner->getHeaderLine('RateLimit-Policy'), 'the concurrency limit is not a rate field');
+        self::assertSame('30', $handler->inner->getHeaderLine('Retry-After'), 'until the lease held expires');
+        // The refused request spent no rate budget: one RL.ALL, all or nothing.
+        self::assertSame('1', Servers::client(Servers::get()->standalone())->get("rl:{{$id}}:minute:1718609340"));
     }
 
     public function testThrottleIsRedisCellsReply(): void
