@@ -25,7 +25,13 @@ const settle = (promise) => promise.then(
 );
 
 function defaultOnError(err, { command, failure }) {
-  console.warn(`redis-rl: ${command} failed, ${failure === 'open' ? 'allowing' : 'denying'}: ${err.message}`);
+  const outcome = { open: 'allowing', closed: 'denying' }[failure] ?? `${failure} decides`;
+  console.warn(`redis-rl: ${command} failed, ${outcome}: ${err.message}`);
+}
+
+function defaultOnShadow(decision, { keys }) {
+  const retry = Number.isFinite(decision.retryAfter) ? `${decision.retryAfter} ms` : 'never';
+  console.warn(`redis-rl: shadow: would deny ${keys.join(', ')} (retry after ${retry}), letting it pass`);
 }
 
 export class RateLimiter {
@@ -35,15 +41,21 @@ export class RateLimiter {
   #timeout;
   #sendNow;
   #denyCache;
+  #onShadow;
+
+  /** Requests that shadow mode let through although Redis denied them. */
+  shadowDenials = 0;
 
   /** @param {import('../index.js').LimiterOptions} options */
-  constructor({ client, failure, onError = defaultOnError, timeout = 300, clock, denyCache = false } = {}) {
-    if (failure !== 'open' && failure !== 'closed') {
+  constructor({ client, failure, onError = defaultOnError, onShadow = defaultOnShadow, timeout = 300, clock, denyCache = false } = {}) {
+    // 'library' is for the framework adapters: the error goes back to the library's own switch.
+    if (failure !== 'open' && failure !== 'closed' && failure !== 'library') {
       throw new TypeError("redis-rl: choose a failure policy: failure: 'open' (allow while Redis fails) or 'closed' (deny)");
     }
     this.#client = adapt(client);
     this.#failure = failure;
     this.#onError = onError;
+    this.#onShadow = onShadow;
     this.#timeout = timeout;
     // An injected clock is the fleet's clock: the server decides at its time (NOW).
     this.#sendNow = clock !== undefined;
@@ -110,6 +122,15 @@ export class RateLimiter {
   failed(err, info) {
     this.#onError(err, { ...info, failure: this.#failure });
     return { allowed: this.#failure === 'open', remaining: 0, retryAfter: 0, resetAfter: 0, limits: [], source: 'failure', error: err };
+  }
+
+  /**
+   * Shadow mode: Redis denied, the caller lets the request pass. Counted and reported
+   * to `onShadow`, so a team sees what a new limit would do before enforcing it.
+   */
+  shadowed(decision, info) {
+    this.shadowDenials += 1;
+    this.#onShadow(decision, info);
   }
 
   async #one(request) {
