@@ -199,6 +199,7 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
         });
         assert.equal(counts.admitted, 12, JSON.stringify(counts));
         assert.ok(counts.denied > 10, JSON.stringify(counts));
+        assert.ok(counts.failure > 0, `the traffic met the restart: ${JSON.stringify(counts)}`);
         assert.ok(errors.every((m) => !/NOSCRIPT/.test(m)));
       } finally {
         await srv.close();
