@@ -130,11 +130,11 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
       t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
       assert.equal(results.stock, 16);
       // 8 before the boundary; after it only what the sliding window freed: the first
-      // hit aged out (slidelog), the previous window's weight fell by 1/6 (slidecount).
+      // hit aged out (slidelog), the previous window's weight fell by 1/8 (slidecount).
       assert.equal(results.slidelog, 9);
-      assert.equal(results.slidecount, 10);
-      // GCRA refills at 8 per 1.5 s: 650 ms after the 8th request, 4 more fit the burst.
-      assert.equal(results.gcra, 12);
+      assert.equal(results.slidecount, 9);
+      // GCRA refills at one per 250 ms: 650 ms after the 8th request, 3 more fit.
+      assert.equal(results.gcra, 11);
       // The control: the module's fixed window on a window-aligned start bursts too.
       assert.equal(results.fixed, 16);
     });

@@ -8,7 +8,7 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // libraries' stock stores count): the first request opens the window, 7 more arrive
 // just before it ends and 8 just after. 16 requests in little more than one window;
 // the last 15 within DELTA + EPSILON.
-export const BURST_WINDOW_MS = 1500;
+export const BURST_WINDOW_MS = 2000;
 const DELTA = 400;
 const EPSILON = 250;
 export const BURST_PATTERN = [[0, 1], [BURST_WINDOW_MS - DELTA, 7], [BURST_WINDOW_MS + EPSILON, 8]];
