@@ -1,5 +1,5 @@
 import { adapt } from './clients.js';
-import { buildCommand, costsFor, keyFor, toDecision } from './commands.js';
+import { buildCommand, costsFor, keyFor, throttleCommand, toDecision, toThrottle } from './commands.js';
 import { DenyCache } from './deny-cache.js';
 import { rateLimitHeaders } from './headers.js';
 import { rateLimitMiddleware } from './middleware.js';
@@ -85,6 +85,42 @@ export class RateLimiter {
   }
 
   /**
+   * RL.CONCURRENCY: takes a slot of a concurrency limit ({ algorithm: 'concurrency',
+   * limit, window: the lease ttl }) for `lease`, or renews it (a retried acquire never
+   * takes a second slot). A decision, like check.
+   */
+  acquire(limit, identity, lease, options = {}) {
+    return this.#one({ ...options, limits: limit, identity, lease });
+  }
+
+  /** Gives the lease's slot back (an unknown or expired lease is not an error). */
+  release(limit, identity, lease, options = {}) {
+    return this.#one({ ...options, limits: limit, identity, lease, mode: 'REFUND' });
+  }
+
+  /** Pushes a held lease's expiry to now + ttl; denied when the lease is gone. */
+  heartbeat(limit, identity, lease, options = {}) {
+    return this.#one({ ...options, limits: limit, identity, lease, mode: 'HEARTBEAT' });
+  }
+
+  /**
+   * RL.THROTTLE, redis-cell's CL.THROTTLE: `{ maxBurst, count, period, quantity }`.
+   * Resolves to { allowed, limit, remaining, retryAfter, resetAfter } in whole seconds
+   * (retryAfter -1 when allowed), as redis-cell replies; on failure, the policy's
+   * decision with source 'failure'.
+   */
+  async throttle(key, spec, { now } = {}) {
+    const nowUs = now !== undefined || this.#sendNow ? Math.round((now ?? this.clock()) * 1000) : undefined;
+    const args = throttleCommand(key, spec, nowUs);
+    try {
+      return { ...toThrottle(await withTimeout(this.#client.send({ args, key: String(key) }), this.#timeout)), source: 'redis' };
+    } catch (err) {
+      const d = this.failed(err, { command: 'RL.THROTTLE', keys: [String(key)] });
+      return { allowed: d.allowed, limit: 0, remaining: 0, retryAfter: -1, resetAfter: 0, source: 'failure', error: err };
+    }
+  }
+
+  /**
    * Many requests in one round trip per node (per slot on an ioredis cluster).
    * @param {import('../index.js').Request[]} requests
    */
@@ -137,7 +173,7 @@ export class RateLimiter {
     return (await this.#run([request]))[0];
   }
 
-  #prepare({ limits, identity, cost, now, mode }) {
+  #prepare({ limits, identity, cost, now, mode, lease }) {
     const list = Array.isArray(limits) ? limits : [limits];
     const keys = list.map((limit) => keyFor(limit, identity));
     const costs = costsFor(list, cost);
@@ -149,7 +185,9 @@ export class RateLimiter {
       costs,
       atMs,
       mode,
-      args: buildCommand(list, keys, costs, { nowUs, mode }),
+      args: buildCommand(list, keys, costs, { nowUs, mode, lease }),
+      // A lease can be released any moment by another request: no denial is safe to cache.
+      cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency'),
       signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''}`).join('\n'),
     };
   }
@@ -161,7 +199,7 @@ export class RateLimiter {
     prepared.forEach((p, i) => {
       if (p.mode === 'REFUND' || p.mode === 'RESET') {
         this.#denyCache?.forget(p.keys);
-      } else {
+      } else if (p.cacheable) {
         decisions[i] = this.#denyCache?.lookup(p.signature, p.costs, p.atMs);
       }
       if (!decisions[i]) pending.push(i);
@@ -190,7 +228,7 @@ export class RateLimiter {
         decisions[i] = this.failed(err, info);
         return;
       }
-      if (!p.mode || p.mode === 'PEEK') this.#denyCache?.remember(p.signature, p.costs, p.atMs, decisions[i]);
+      if ((!p.mode || p.mode === 'PEEK') && p.cacheable) this.#denyCache?.remember(p.signature, p.costs, p.atMs, decisions[i]);
     });
     return decisions;
   }
