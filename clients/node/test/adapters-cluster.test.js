@@ -83,6 +83,9 @@ for (const [lib, connect] of Object.entries(clusters)) {
         const records = [];
         for (let i = 0; i < 2; i++) records.push((await storage.increment(id, 60_000, 1, 60_000, 'default')).isBlocked);
         assert.deepEqual(records, [false, true]);
+        // RedisRlThrottlerGuard's one RL.ALL over two throttlers: one slot, no CROSSSLOT.
+        const both = await storage._incrementAll([[`${id}-a`, 60_000, 5, 60_000, 'a'], [`${id}-b`, 1000, 1, 1000, 'b']]);
+        assert.deepEqual(both.map((r) => r.isBlocked), [false, false]);
       }
     }));
 

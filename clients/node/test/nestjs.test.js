@@ -8,8 +8,8 @@ import { Controller, Get, Module } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
-import { RedisRlThrottlerStorage } from 'redis-rl/nestjs';
-import { ioredisClient } from './support/clients.js';
+import { RedisRlThrottlerStorage, redisRlThrottlerGuard } from 'redis-rl/nestjs';
+import { ioredisClient, raw } from './support/clients.js';
 import { BURST_WINDOW_MS, boundaryBurst, realTime, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
@@ -31,7 +31,7 @@ const freshId = () => `user-${++ids}`;
 
 // The app, written as the Nest docs write it, with the decorators applied by hand
 // (plain JavaScript has no decorator syntax).
-async function app(throttlers, storage) {
+async function app(throttlers, storage, guard = ThrottlerGuard) {
   class AppController {
     hello() {
       return 'ok';
@@ -43,7 +43,7 @@ async function app(throttlers, storage) {
   Module({
     imports: [ThrottlerModule.forRoot({ throttlers, storage, getTracker: (req) => req.headers['x-id'] })],
     controllers: [AppController],
-    providers: [{ provide: APP_GUARD, useClass: ThrottlerGuard }],
+    providers: [{ provide: APP_GUARD, useClass: guard }],
   })(AppModule);
   const nest = await NestFactory.create(AppModule, { logger: false });
   await nest.listen(0, '127.0.0.1');
@@ -104,6 +104,31 @@ describe('@nestjs/throttler 6', () => {
     } finally {
       await srv.close();
     }
+  });
+
+  it('RedisRlThrottlerGuard: the throttlers are one RL.ALL; the stock guard spends on the ones before a denial', async () => {
+    const throttlers = [{ name: 'wide', ttl: 60_000, limit: 10 }, { name: 'narrow', ttl: 60_000, limit: 2 }];
+    const counts = {};
+    for (const [name, guard] of [['stock guard', ThrottlerGuard], ['RedisRlThrottlerGuard', redisRlThrottlerGuard()]]) {
+      const prefix = `rl:nest-${name.length}:`;
+      const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', algorithm: 'slidelog', prefix, clock: () => T });
+      const srv = await app(throttlers, storage, guard);
+      try {
+        const seen = [];
+        for (let i = 0; i < 5; i++) {
+          const r = await srv.hit('all-or-nothing');
+          seen.push([r.status, r.headers['x-ratelimit-remaining-wide'] ?? null, r.headers['retry-after-narrow'] ?? null]);
+        }
+        assert.deepEqual(seen.slice(0, 2), [[200, '9', null], [200, '8', null]], name);
+        assert.deepEqual(seen.slice(2).map((x) => x[0]), [429, 429, 429], name);
+        const [, keys] = await raw(conn.client, 'SCAN', '0', 'MATCH', `${prefix}*`, 'COUNT', '1000');
+        counts[name] = (await Promise.all(keys.map((k) => raw(conn.client, 'ZCARD', k)))).sort();
+      } finally {
+        await srv.close();
+      }
+    }
+    // Three denied requests: the stock guard's loop had already spent 'wide' on them.
+    assert.deepEqual(counts, { 'stock guard': [2, 5], RedisRlThrottlerGuard: [2, 2] });
   });
 
   it('a blockDuration other than the ttl is refused with a clear error, never silently ignored', async () => {
