@@ -130,6 +130,11 @@ export function redisRlThrottlerGuard() {
       // Pass 2: the stock guard sets its headers and throws from the module's records.
       return phase.run(state, () => super.canActivate(context));
     }
+
+    // Pass 1 only learns: its placeholder records must not reach the response.
+    setResponseHeader(res, name, value) {
+      if (phase.getStore()?.records) super.setResponseHeader(res, name, value);
+    }
   };
 }
 

@@ -133,7 +133,9 @@ export class RateLimiterRedisRl extends RateLimiterInsuredAbstract {
 
 /**
  * RateLimiterUnion's shape (resolve/reject with an object keyed by keyPrefix), but all
- * limiters are one RL.ALL: either all spend or none does. RateLimiterUnion itself also
+ * limiters are one RL.ALL: either all spend or none does. When Redis fails and every
+ * limiter has an insuranceLimiter, a RateLimiterUnion of those decides (give them
+ * distinct keyPrefixes, as for RateLimiterUnion). RateLimiterUnion itself also
  * takes RateLimiterRedisRl, and then spends each one separately, as it does for others.
  */
 export class RateLimiterUnionRl {
@@ -150,7 +152,13 @@ export class RateLimiterUnionRl {
   async consume(key, points = 1) {
     const [first] = this.#limiters;
     const decision = await first._adapter.rl.check(this.#limiters.map((l) => l.policy), key, { cost: points });
-    if (decision.source === 'failure') throw decision.error;
+    if (decision.source === 'failure') {
+      // Redis could not decide: the limiters' insurance limiters do, as a union of their own.
+      const insurance = this.#limiters.map((l) => l.insuranceLimiter);
+      if (!insurance.every(Boolean)) throw decision.error;
+      const { RateLimiterUnion } = require('rate-limiter-flexible');
+      return new RateLimiterUnion(...insurance).consume(key, points);
+    }
     // Shadow mode is the union's (its first limiter's): a would-be denial passes,
     // reported once, having spent nothing, like a single limiter's.
     const shadow = !decision.allowed && first._adapter.shadow;
