@@ -186,18 +186,21 @@ describe('@nestjs/throttler 6', () => {
     dead.on('error', () => {});
     const reported = [];
     try {
-      for (const failure of ['open', 'closed']) {
-        const srv = await app([{ ttl: 10_000, limit: 2 }], new RedisRlThrottlerStorage({ client: dead, failure, onError: (err, info) => reported.push(info.failure) }));
-        try {
-          const started = performance.now();
-          const r = await srv.hit('someone');
-          assert.ok(performance.now() - started < 1500);
-          assert.equal(r.status, failure === 'open' ? 200 : 503);
-        } finally {
-          await srv.close();
+      for (const guard of [ThrottlerGuard, redisRlThrottlerGuard()]) {
+        for (const failure of ['open', 'closed']) {
+          const srv = await app([{ ttl: 10_000, limit: 2 }], new RedisRlThrottlerStorage({ client: dead, failure, onError: (err, info) => reported.push(info.failure) }), guard);
+          try {
+            const started = performance.now();
+            const r = await srv.hit('someone');
+            assert.ok(performance.now() - started < 1500);
+            assert.equal(r.status, failure === 'open' ? 200 : 503);
+            if (failure === 'closed') assert.equal(r.headers['x-ratelimit-limit'], undefined);
+          } finally {
+            await srv.close();
+          }
         }
       }
-      assert.deepEqual(reported, ['open', 'closed']);
+      assert.deepEqual(reported, ['open', 'closed', 'open', 'closed']);
     } finally {
       dead.disconnect();
     }

@@ -209,6 +209,13 @@ describe('rate-limiter-flexible', () => {
       } finally {
         await srv.close();
       }
+      // The atomic union falls back to a union of the insurance limiters.
+      const union = new RateLimiterUnionRl(
+        new RateLimiterRedisRl({ storeClient: dead, points: 5, duration: 1, keyPrefix: 's', insuranceLimiter: new RateLimiterMemory({ keyPrefix: 's', points: 1, duration: 1 }) }),
+        new RateLimiterRedisRl({ storeClient: dead, points: 5, duration: 60, keyPrefix: 'm', insuranceLimiter: new RateLimiterMemory({ keyPrefix: 'm', points: 5, duration: 60 }) }),
+      );
+      const [u1, u2] = [await settle(union.consume('y')), await settle(union.consume('y'))];
+      assert.deepEqual([u1.ok, Object.keys(u1.res).sort(), u2.ok, Object.keys(u2.res)], [true, ['m', 's'], false, ['s']]);
       assert.equal(reported.length, 4);
     } finally {
       dead.disconnect();
