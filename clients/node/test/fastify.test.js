@@ -7,7 +7,7 @@ import rateLimit11 from '@fastify/rate-limit';
 import rateLimit10 from 'fastify-rate-limit-10';
 import { redisRlStore } from 'redis-rl/fastify';
 import { ioredisClient } from './support/clients.js';
-import { BURST_WINDOW_MS, boundaryBurst, realTime, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -103,8 +103,10 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       const results = {};
       const stock = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, redis: conn.client, nameSpace: `stock-fastify-${version}-` });
       try {
-        const id = freshId();
-        results.stock = await boundaryBurst(realTime(), async () => (await stock.hit(id)).status === 200);
+        results.stock = await realTimeBurst(() => {
+          const id = freshId();
+          return async () => (await stock.hit(id)).status === 200;
+        });
       } finally {
         await stock.close();
       }

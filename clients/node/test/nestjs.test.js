@@ -10,7 +10,7 @@ import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import { RedisRlThrottlerStorage, redisRlThrottlerGuard } from 'redis-rl/nestjs';
 import { ioredisClient, raw } from './support/clients.js';
-import { BURST_WINDOW_MS, boundaryBurst, realTime, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -141,8 +141,10 @@ describe('@nestjs/throttler 6', () => {
     const results = {};
     const stock = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new ThrottlerStorageRedisService(conn.client));
     try {
-      const id = freshId();
-      results.stock = await boundaryBurst(realTime(), async () => (await stock.hit(id)).status === 200);
+      results.stock = await realTimeBurst(() => {
+        const id = freshId();
+        return async () => (await stock.hit(id)).status === 200;
+      });
     } finally {
       await stock.close();
     }
@@ -160,24 +162,26 @@ describe('@nestjs/throttler 6', () => {
     assert.deepEqual(results, { stock: 16, slidecount: 9, slidelog: 9, gcra: 11, fixed: 16 });
   });
 
-  it('shadow: a would-be denial passes, is reported and counted; the headers show the real state', async () => {
-    const reported = [];
-    const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', shadow: true, clock: () => T, onShadow: () => reported.push(1) });
-    const srv = await app([{ ttl: 10_000, limit: 2 }], storage);
-    const id = freshId();
-    try {
-      const seen = [];
-      for (let i = 0; i < 4; i++) {
-        const r = await srv.hit(id);
-        seen.push([r.status, r.headers['x-ratelimit-remaining']]);
+  for (const [name, guard] of [['ThrottlerGuard', ThrottlerGuard], ['RedisRlThrottlerGuard', redisRlThrottlerGuard()]]) {
+    it(`shadow (${name}): a would-be denial passes, is reported and counted; the headers show the real state`, async () => {
+      const reported = [];
+      const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', shadow: true, clock: () => T, onShadow: () => reported.push(1) });
+      const srv = await app([{ ttl: 10_000, limit: 2 }], storage, guard);
+      const id = freshId();
+      try {
+        const seen = [];
+        for (let i = 0; i < 4; i++) {
+          const r = await srv.hit(id);
+          seen.push([r.status, r.headers['x-ratelimit-remaining']]);
+        }
+        assert.deepEqual(seen, [[200, '1'], [200, '0'], [200, '0'], [200, '0']]);
+        assert.equal(storage.shadowDenials, 2);
+        assert.equal(reported.length, 2);
+      } finally {
+        await srv.close();
       }
-      assert.deepEqual(seen, [[200, '1'], [200, '0'], [200, '0'], [200, '0']]);
-      assert.equal(storage.shadowDenials, 2);
-      assert.equal(reported.length, 2);
-    } finally {
-      await srv.close();
-    }
-  });
+    });
+  }
 
   it('a dead Redis: failure open admits, closed answers 503; every failure reported, fast', async () => {
     const { default: Redis } = await import('ioredis');

@@ -10,7 +10,7 @@ import {
 } from 'rate-limiter-flexible';
 import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
 import { ioredisClient, raw } from './support/clients.js';
-import { BURST_WINDOW_MS, boundaryBurst, listen, realTime, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -159,7 +159,10 @@ describe('rate-limiter-flexible', () => {
     const results = {};
     const id = freshId();
     const stock = new RateLimiterRedis({ storeClient: conn.client, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' });
-    results.stock = await boundaryBurst(realTime(), async () => (await settle(stock.consume(id))).ok);
+    results.stock = await realTimeBurst(() => {
+      const own = freshId();
+      return async () => (await settle(stock.consume(own))).ok;
+    });
     for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
       const time = steppedTime(T);
       const ours = new RateLimiterRedisRl({ storeClient: conn.client, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock: time.clock });
@@ -181,6 +184,15 @@ describe('rate-limiter-flexible', () => {
     assert.deepEqual(seen, [[true, 1, 1], [true, 0, 2], [true, 0, 2], [true, 0, 2]]);
     assert.equal(limiter.shadowDenials, 2);
     assert.deepEqual(reported, [[`shadow:{${id}}`], [`shadow:{${id}}`]]);
+
+    // The atomic union: shadowed as a whole (its first limiter's setting), nothing spent.
+    const first = new RateLimiterRedisRl({ storeClient: conn.client, points: 1, duration: 10, keyPrefix: 'shadow-a', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+    const second = new RateLimiterRedisRl({ storeClient: conn.client, points: 5, duration: 10, keyPrefix: 'shadow-b', clock: () => T });
+    const union = new RateLimiterUnionRl(first, second);
+    const u = [await settle(union.consume(id)), await settle(union.consume(id))];
+    assert.deepEqual(u.map((r) => [r.ok, r.res['shadow-a'].remainingPoints]), [[true, 0], [true, 0]]);
+    assert.equal(first.shadowDenials, 1);
+    assert.equal((await second.get(id)).consumedPoints, 1);
   });
 
   it('a dead Redis: insuranceLimiter decides when set, else the promise rejects with the error; reported, fast', async () => {
