@@ -13,7 +13,7 @@ import { redisRlStore } from 'redis-rl/fastify';
 import { RedisRlThrottlerStorage } from 'redis-rl/nestjs';
 import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
 import { clusters } from './support/clients.js';
-import { listen } from './support/adapters.js';
+import { listen, SLOW_OK } from './support/adapters.js';
 import { features, movedCount, NO_ALL, startCluster } from './support/servers.js';
 
 const T = 1718609340000;
@@ -47,7 +47,7 @@ for (const [lib, connect] of Object.entries(clusters)) {
 
     it('express-rate-limit: 30 identities, each decided, zero MOVED', () => zeroMoved(async () => {
       const a = express();
-      a.use(rateLimit({ windowMs: 60_000, limit: 1, validate: false, keyGenerator: (req) => req.headers['x-id'], store: new RedisRlStore({ client: conn.client, clock: () => T, onError }) }));
+      a.use(rateLimit({ windowMs: 60_000, limit: 1, validate: false, keyGenerator: (req) => req.headers['x-id'], store: new RedisRlStore({ client: conn.client, timeout: SLOW_OK, clock: () => T, onError }) }));
       a.get('/', (req, res) => res.send('ok'));
       const srv = await listen(http.createServer(a));
       try {
@@ -63,7 +63,7 @@ for (const [lib, connect] of Object.entries(clusters)) {
 
     it('@fastify/rate-limit: 30 identities on a route store, each decided, zero MOVED', () => zeroMoved(async () => {
       const f = Fastify();
-      await f.register(fastifyRateLimit, { max: 5, timeWindow: 60_000, keyGenerator: (req) => req.headers['x-id'], store: redisRlStore({ client: conn.client, algorithm: 'fixed', clock: () => T, onError }) });
+      await f.register(fastifyRateLimit, { max: 5, timeWindow: 60_000, keyGenerator: (req) => req.headers['x-id'], store: redisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'fixed', clock: () => T, onError }) });
       f.get('/r', { config: { rateLimit: { max: 1, timeWindow: 60_000 } } }, async () => 'ok');
       await f.ready();
       try {
@@ -78,7 +78,7 @@ for (const [lib, connect] of Object.entries(clusters)) {
     }));
 
     it('@nestjs/throttler storage: 30 keys, as the guard calls it, zero MOVED', () => zeroMoved(async () => {
-      const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', clock: () => T, onError });
+      const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', clock: () => T, onError });
       for (const id of ids(`nest-${lib}-`, 30)) {
         const records = [];
         for (let i = 0; i < 2; i++) records.push((await storage.increment(id, 60_000, 1, 60_000, 'default')).isBlocked);
@@ -92,7 +92,7 @@ for (const [lib, connect] of Object.entries(clusters)) {
     it('rate-limiter-flexible: 30 keys, and RateLimiterUnionRl as one RL.ALL, zero MOVED', async (t) => {
       if (!feats.all) return t.skip(NO_ALL);
       return zeroMoved(async () => {
-        const opts = { storeClient: conn.client, clock: () => T, onError };
+        const opts = { storeClient: conn.client, timeout: SLOW_OK, clock: () => T, onError };
         const perSecond = new RateLimiterRedisRl({ ...opts, points: 5, duration: 1, keyPrefix: `sec-${lib}` });
         const perMinute = new RateLimiterRedisRl({ ...opts, points: 1, duration: 60, keyPrefix: `min-${lib}`, algorithm: 'slidelog' });
         const union = new RateLimiterUnionRl(perSecond, perMinute);

@@ -7,7 +7,7 @@ import rateLimit11 from '@fastify/rate-limit';
 import rateLimit10 from 'fastify-rate-limit-10';
 import { redisRlStore } from 'redis-rl/fastify';
 import { ioredisClient } from './support/clients.js';
-import { BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -44,7 +44,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
   describe(`@fastify/rate-limit ${version}`, () => {
     it('the limit holds exactly; x-ratelimit-*, retry-after and the 429 come from the module\'s reply', async () => {
       const time = steppedTime(T);
-      const srv = await app(plugin, { max: 3, timeWindow: 10_000, store: redisRlStore({ client: conn.client, algorithm: 'slidelog', clock: time.clock }) });
+      const srv = await app(plugin, { max: 3, timeWindow: 10_000, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock }) });
       const id = freshId();
       try {
         const seen = [];
@@ -70,7 +70,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
 
     it('a route\'s own config gets a child store with its own key and limit', async () => {
       const time = steppedTime(T);
-      const srv = await app(plugin, { max: 5, timeWindow: 10_000, store: redisRlStore({ client: conn.client, clock: time.clock }) }, (f) => {
+      const srv = await app(plugin, { max: 5, timeWindow: 10_000, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock }) }, (f) => {
         f.get('/', async () => 'ok');
         // The same window as the global limit, so a shared key would show in the counts.
         f.get('/strict', { config: { rateLimit: { max: 1, timeWindow: '10 seconds' } } }, async () => 'ok');
@@ -96,7 +96,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       // On a route too.
       await assert.rejects(app(plugin, { max: 3, timeWindow: 1000, store: redisRlStore({ client: conn.client }) },
         (f) => f.get('/x', { config: { rateLimit: { max: 1, timeWindow: 1000, ban: 0 } } }, async () => 'ok')), /'ban' on GET\/x/);
-      assert.throws(() => redisRlStore({ client: conn.client, failure: 'open' }), /skipOnError/);
+      assert.throws(() => redisRlStore({ client: conn.client, timeout: SLOW_OK, failure: 'open' }), /skipOnError/);
     });
 
     it('the boundary burst: the plugin\'s Redis store admits 16, the module\'s sliding windows about half', async (t) => {
@@ -112,7 +112,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       }
       for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
         const time = steppedTime(T);
-        const ours = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, store: redisRlStore({ client: conn.client, algorithm, clock: time.clock }) });
+        const ours = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
         try {
           const id = freshId();
           results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(id)).status === 200);
@@ -126,7 +126,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
 
     it('shadow: a would-be denial passes, is reported and counted; the headers show the real state', async () => {
       const reported = [];
-      const Store = redisRlStore({ client: conn.client, shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+      const Store = redisRlStore({ client: conn.client, timeout: SLOW_OK, shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
       const srv = await app(plugin, { max: 2, timeWindow: 10_000, store: Store });
       const id = freshId();
       try {
@@ -171,7 +171,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       const server = await startServer({ persist: true });
       const c = await ioredisClient(server.port);
       const errors = [];
-      const srv = await app(plugin, { max: 12, timeWindow: 60_000, skipOnError: true, store: redisRlStore({ client: c.client, clock: () => T, onError: (err) => errors.push(err.message) }) });
+      const srv = await app(plugin, { max: 12, timeWindow: 60_000, skipOnError: true, store: redisRlStore({ client: c.client, timeout: SLOW_OK, clock: () => T, onError: (err) => errors.push(err.message) }) });
       try {
         const counts = await restartUnderTraffic(server, async () => {
           const r = await srv.hit('steady');
@@ -195,7 +195,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
 it('@fastify/rate-limit 11: { increment: false } reads the state without spending', async () => {
   const time = steppedTime(T);
   const f = Fastify();
-  await f.register(rateLimit11, { global: false, store: redisRlStore({ client: conn.client, clock: time.clock }) });
+  await f.register(rateLimit11, { global: false, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock }) });
   await f.ready();
   try {
     const check = f.createRateLimit({ max: 3, timeWindow: 10_000, keyGenerator: () => 'reader' });

@@ -10,7 +10,7 @@ import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import { RedisRlThrottlerStorage, redisRlThrottlerGuard } from 'redis-rl/nestjs';
 import { ioredisClient, raw } from './support/clients.js';
-import { BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -60,7 +60,7 @@ async function app(throttlers, storage, guard = ThrottlerGuard) {
 describe('@nestjs/throttler 6', () => {
   it('the limit holds exactly; X-RateLimit-*, Retry-After and the 429 come from the module\'s reply', async () => {
     const time = steppedTime(T);
-    const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
+    const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
     const srv = await app([{ ttl: 10_000, limit: 3 }], storage);
     const id = freshId();
     try {
@@ -87,7 +87,7 @@ describe('@nestjs/throttler 6', () => {
 
   it('named throttlers: each one limits, with its own suffixed headers', async () => {
     const time = steppedTime(T);
-    const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
+    const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
     const srv = await app([{ name: 'short', ttl: 1000, limit: 2 }, { name: 'long', ttl: 60_000, limit: 3 }], storage);
     const id = freshId();
     try {
@@ -111,7 +111,7 @@ describe('@nestjs/throttler 6', () => {
     const counts = {};
     for (const [name, guard] of [['stock guard', ThrottlerGuard], ['RedisRlThrottlerGuard', redisRlThrottlerGuard()]]) {
       const prefix = `rl:nest-${name.length}:`;
-      const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', algorithm: 'slidelog', prefix, clock: () => T });
+      const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', prefix, clock: () => T });
       const srv = await app(throttlers, storage, guard);
       try {
         const seen = [];
@@ -132,7 +132,7 @@ describe('@nestjs/throttler 6', () => {
   });
 
   it('a blockDuration other than the ttl is refused with a clear error, never silently ignored', async () => {
-    const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed' });
+    const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed' });
     await assert.rejects(storage.increment('k', 1000, 2, 5000, 'default'), /blockDuration 5000 ms; redis-rl denies exactly until the module admits again/);
     assert.throws(() => new RedisRlThrottlerStorage({ client: conn.client }), /choose a failure policy/);
   });
@@ -150,7 +150,7 @@ describe('@nestjs/throttler 6', () => {
     }
     for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
       const time = steppedTime(T);
-      const ours = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', algorithm, clock: time.clock }));
+      const ours = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm, clock: time.clock }));
       try {
         const id = freshId();
         results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(id)).status === 200);
@@ -165,7 +165,7 @@ describe('@nestjs/throttler 6', () => {
   for (const [name, guard] of [['ThrottlerGuard', ThrottlerGuard], ['RedisRlThrottlerGuard', redisRlThrottlerGuard()]]) {
     it(`shadow (${name}): a would-be denial passes, is reported and counted; the headers show the real state`, async () => {
       const reported = [];
-      const storage = new RedisRlThrottlerStorage({ client: conn.client, failure: 'closed', shadow: true, clock: () => T, onShadow: () => reported.push(1) });
+      const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', shadow: true, clock: () => T, onShadow: () => reported.push(1) });
       const srv = await app([{ ttl: 10_000, limit: 2 }], storage, guard);
       const id = freshId();
       try {
@@ -214,7 +214,7 @@ describe('@nestjs/throttler 6', () => {
     const server = await startServer({ persist: true });
     const c = await ioredisClient(server.port);
     const errors = [];
-    const storage = new RedisRlThrottlerStorage({ client: c.client, failure: 'open', clock: () => T, onError: (err) => errors.push(err.message) });
+    const storage = new RedisRlThrottlerStorage({ client: c.client, timeout: SLOW_OK, failure: 'open', clock: () => T, onError: (err) => errors.push(err.message) });
     const srv = await app([{ ttl: 60_000, limit: 12 }], storage);
     try {
       const counts = await restartUnderTraffic(server, async () => {

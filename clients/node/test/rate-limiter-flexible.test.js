@@ -10,7 +10,7 @@ import {
 } from 'rate-limiter-flexible';
 import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
 import { ioredisClient, raw } from './support/clients.js';
-import { BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -59,7 +59,7 @@ async function app(limiter) {
 describe('rate-limiter-flexible', () => {
   it('the limit holds exactly; consume\'s RateLimiterRes and the app\'s 429 come from the module\'s reply', async () => {
     const time = steppedTime(T);
-    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, points: 3, duration: 10, keyPrefix: 'api', algorithm: 'slidelog', clock: time.clock });
+    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 3, duration: 10, keyPrefix: 'api', algorithm: 'slidelog', clock: time.clock });
     const srv = await app(limiter);
     const id = freshId();
     try {
@@ -84,7 +84,7 @@ describe('rate-limiter-flexible', () => {
   });
 
   it('get, reward, penalty and delete', async () => {
-    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, points: 5, duration: 60, keyPrefix: 'ops', clock: () => T });
+    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 60, keyPrefix: 'ops', clock: () => T });
     const id = freshId();
     assert.equal(await limiter.get(id), null);
     await limiter.consume(id, 2);
@@ -100,8 +100,8 @@ describe('rate-limiter-flexible', () => {
 
   it('inside RateLimiterUnion, BurstyRateLimiter and RLWrapperBlackAndWhite', async () => {
     const time = steppedTime(T);
-    const perSecond = new RateLimiterRedisRl({ storeClient: conn.client, points: 2, duration: 1, keyPrefix: 'sec', clock: time.clock });
-    const perMinute = new RateLimiterRedisRl({ storeClient: conn.client, points: 3, duration: 60, keyPrefix: 'min', clock: time.clock });
+    const perSecond = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 1, keyPrefix: 'sec', clock: time.clock });
+    const perMinute = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 3, duration: 60, keyPrefix: 'min', clock: time.clock });
     const id = freshId();
 
     const union = new RateLimiterUnion(perSecond, perMinute);
@@ -111,8 +111,8 @@ describe('rate-limiter-flexible', () => {
     const u3 = await settle(union.consume(id));
     assert.deepEqual([u3.ok, Object.keys(u3.res)], [false, ['sec']]);
 
-    const burst = new RateLimiterRedisRl({ storeClient: conn.client, points: 1, duration: 10, keyPrefix: 'burst', clock: time.clock });
-    const bursty = new BurstyRateLimiter(new RateLimiterRedisRl({ storeClient: conn.client, points: 1, duration: 1, keyPrefix: 'base', clock: time.clock }), burst);
+    const burst = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'burst', clock: time.clock });
+    const bursty = new BurstyRateLimiter(new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 1, keyPrefix: 'base', clock: time.clock }), burst);
     const b = [];
     for (let i = 0; i < 3; i++) b.push((await settle(bursty.consume(id))).ok);
     assert.deepEqual(b, [true, true, false]);
@@ -126,8 +126,8 @@ describe('rate-limiter-flexible', () => {
 
   it('RateLimiterUnionRl: the limiters are one RL.ALL, where RateLimiterUnion spends the ones that admitted', async () => {
     const make = (prefix) => [
-      new RateLimiterRedisRl({ storeClient: conn.client, points: 10, duration: 1, keyPrefix: `${prefix}-sec`, clock: () => T }),
-      new RateLimiterRedisRl({ storeClient: conn.client, points: 2, duration: 60, keyPrefix: `${prefix}-min`, clock: () => T }),
+      new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 10, duration: 1, keyPrefix: `${prefix}-sec`, clock: () => T }),
+      new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 60, keyPrefix: `${prefix}-min`, clock: () => T }),
     ];
     const id = freshId();
     const [libSec, libMin] = make('lib');
@@ -151,21 +151,21 @@ describe('rate-limiter-flexible', () => {
       [{ execEvenly: true }, /'execEvenly'/], [{ customIncrTtlLuaScript: 'return 1' }, /loads no scripts/],
       [{ failure: 'open' }, /insuranceLimiter/], [{ duration: 0 }, /duration must be positive/],
     ]) {
-      assert.throws(() => new RateLimiterRedisRl({ storeClient: conn.client, points: 5, duration: 1, ...opt }), message);
+      assert.throws(() => new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
     }
   });
 
   it('the boundary burst: RateLimiterRedis admits 16, the module\'s sliding windows about half', async (t) => {
     const results = {};
     const id = freshId();
-    const stock = new RateLimiterRedis({ storeClient: conn.client, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' });
+    const stock = new RateLimiterRedis({ storeClient: conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' });
     results.stock = await realTimeBurst(() => {
       const own = freshId();
       return async () => (await settle(stock.consume(own))).ok;
     });
     for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
       const time = steppedTime(T);
-      const ours = new RateLimiterRedisRl({ storeClient: conn.client, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock: time.clock });
+      const ours = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock: time.clock });
       results[algorithm] = await boundaryBurst(time.at, async () => (await settle(ours.consume(id))).ok);
     }
     t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
@@ -174,7 +174,7 @@ describe('rate-limiter-flexible', () => {
 
   it('shadow: a would-be denial resolves, is reported and counted; the result shows the real state', async () => {
     const reported = [];
-    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, points: 2, duration: 10, keyPrefix: 'shadow', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 10, keyPrefix: 'shadow', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
     const id = freshId();
     const seen = [];
     for (let i = 0; i < 4; i++) {
@@ -186,8 +186,8 @@ describe('rate-limiter-flexible', () => {
     assert.deepEqual(reported, [[`shadow:{${id}}`], [`shadow:{${id}}`]]);
 
     // The atomic union: shadowed as a whole (its first limiter's setting), nothing spent.
-    const first = new RateLimiterRedisRl({ storeClient: conn.client, points: 1, duration: 10, keyPrefix: 'shadow-a', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
-    const second = new RateLimiterRedisRl({ storeClient: conn.client, points: 5, duration: 10, keyPrefix: 'shadow-b', clock: () => T });
+    const first = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'shadow-a', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+    const second = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 10, keyPrefix: 'shadow-b', clock: () => T });
     const union = new RateLimiterUnionRl(first, second);
     const u = [await settle(union.consume(id)), await settle(union.consume(id))];
     assert.deepEqual(u.map((r) => [r.ok, r.res['shadow-a'].remainingPoints]), [[true, 0], [true, 0]]);
@@ -238,7 +238,7 @@ describe('rate-limiter-flexible', () => {
     const server = await startServer({ persist: true });
     const c = await ioredisClient(server.port);
     const errors = [];
-    const limiter = new RateLimiterRedisRl({ storeClient: c.client, points: 12, duration: 60, clock: () => T, onError: (err) => errors.push(err.message) });
+    const limiter = new RateLimiterRedisRl({ storeClient: c.client, timeout: SLOW_OK, points: 12, duration: 60, clock: () => T, onError: (err) => errors.push(err.message) });
     try {
       const counts = await restartUnderTraffic(server, async () => {
         const r = await settle(limiter.consume('steady'));
