@@ -98,6 +98,8 @@ describe('the middleware\'s concurrency option (RL.CONCURRENCY leases)', () => {
       const full = await srv.get('/lease');
       assert.equal(full.status, 429);
       assert.ok(Number(full.headers['retry-after']) >= 1);
+      // In flight is no quota per window: no RateLimit item for it.
+      assert.deepEqual([full.headers.ratelimit, full.headers['ratelimit-policy']], [undefined, undefined]);
       srv.open();
       assert.equal((await first).status, 200);
       await new Promise((r) => setTimeout(r, 50));
@@ -155,7 +157,10 @@ describe('the middleware\'s concurrency option (RL.CONCURRENCY leases)', () => {
     try {
       const slow = srv.start('/slow');
       await srv.waitGates(1);
-      for (let i = 0; i < 3; i++) assert.equal((await srv.get('/lease')).status, 429);
+      for (let i = 0; i < 3; i++) {
+        const r = await srv.get('/lease');
+        assert.deepEqual([r.status, r.headers['ratelimit-policy']], [429, '"per-minute";q=100;w=60']);
+      }
       assert.equal(await raw(conn.client, 'ZCARD', 'rl:{c4}:per-minute'), 1);
       srv.open();
       await slow;
@@ -185,6 +190,17 @@ describe('typed calls', () => {
     await rl.release(jobs, 'typed', 'a');
     assert.equal((await rl.acquire(jobs, 'typed', 'd')).allowed, true);
     await assert.rejects(rl.acquire(jobs, 'typed'), /needs a lease id/);
+  });
+
+  it('a full concurrency limit is never held in the deny cache: a release frees the slot at once', async (t) => {
+    if (!has.concurrency) return t.skip(NO_CONCURRENCY);
+    const rl = createRateLimiter({ client: conn.client, failure: 'closed', clock: () => T, denyCache: true });
+    const one = { name: 'one', algorithm: 'concurrency', limit: 1, window: 60 };
+    assert.equal((await rl.acquire(one, 'cached', 'a')).allowed, true);
+    assert.equal((await rl.acquire(one, 'cached', 'b')).allowed, false);
+    // Released by another process (straight to Redis), as a worker elsewhere would.
+    await raw(conn.client, 'RL.CONCURRENCY', 'rl:{cached}:one', '1', '60', 'RELEASE', 'a');
+    assert.equal((await rl.acquire(one, 'cached', 'b')).allowed, true);
   });
 
   it('throttle: redis-cell\'s reply shape', async (t) => {
