@@ -7,7 +7,7 @@ import express from 'express';
 import { createRateLimiter } from '../index.js';
 import { ioredisClient, raw } from './support/clients.js';
 import { listen } from './support/adapters.js';
-import { rawCommand, startServer } from './support/servers.js';
+import { freePort, rawCommand, startServer } from './support/servers.js';
 
 const T = 1718609340000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -210,6 +210,24 @@ describe('typed calls', () => {
     assert.deepEqual(await rl.throttle('cell', spec), { allowed: true, limit: 2, remaining: 1, retryAfter: -1, resetAfter: 10, source: 'redis' });
     assert.equal((await rl.throttle('cell', spec)).allowed, true);
     const limited = await rl.throttle('cell', spec);
-    assert.deepEqual([limited.allowed, limited.remaining, limited.retryAfter], [false, 0, 10]);
+    assert.deepEqual([limited.allowed, limited.remaining, limited.retryAfter, limited.resetAfter], [false, 0, 10, 20]);
+    // quantity 0 reports without spending.
+    assert.equal((await rl.throttle('cell2', { ...spec, quantity: 0 })).remaining, 2);
+    assert.equal((await rl.throttle('cell2', spec)).remaining, 1);
+  });
+
+  it('throttle on a dead Redis: the failure policy decides, reported', async () => {
+    const { default: Redis } = await import('ioredis');
+    const { ioredisOptions } = await import('../index.js');
+    const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+    dead.on('error', () => {});
+    try {
+      const reported = [];
+      const rl = createRateLimiter({ client: dead, failure: 'closed', onError: (err, info) => reported.push(info.command) });
+      const r = await rl.throttle('cell', { maxBurst: 1, count: 1, period: 10 });
+      assert.deepEqual([r.allowed, r.source, r.error instanceof Error, reported], [false, 'failure', true, ['RL.THROTTLE']]);
+    } finally {
+      dead.disconnect();
+    }
   });
 });
