@@ -75,14 +75,22 @@ impl Server {
         Self::spawn(false, false)
     }
 
+    /// A server with the module on a given port (to bring one back after a stop).
+    pub fn start_on(port: u16) -> Server {
+        Self::spawn_on(true, false, port)
+    }
+
     fn spawn(with_module: bool, cluster: bool) -> Server {
+        Self::spawn_on(with_module, cluster, free_port(if cluster { 10000 } else { 0 }))
+    }
+
+    fn spawn_on(with_module: bool, cluster: bool, port: u16) -> Server {
         let module = module();
         assert!(
             !with_module || module.is_file(),
             "module not found at {}: build it (cargo build --release at the repo top) or set RL_MODULE",
             module.display()
         );
-        let port = free_port(if cluster { 10000 } else { 0 });
         let dir = std::env::temp_dir().join(format!("rl-rust-kit-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut cmd = Command::new(server_binary());
