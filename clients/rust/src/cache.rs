@@ -24,7 +24,9 @@ struct Remembered {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding the lock leaves a map that is still consistent.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Remembers denials until their retry time, so a client hammering a closed limiter
@@ -77,8 +79,15 @@ impl DenyCache {
     }
 
     pub(crate) fn remember(&self, entry: Entry, now: i64, decision: &Decision) {
-        let concurrency = entry.limits.iter().any(|l| l.algorithm == crate::Algorithm::Concurrency);
-        if decision.allowed || decision.retry_after_ms <= 0 || decision.source != Source::Redis || concurrency {
+        let concurrency = entry
+            .limits
+            .iter()
+            .any(|l| l.algorithm == crate::Algorithm::Concurrency);
+        if decision.allowed
+            || decision.retry_after_ms <= 0
+            || decision.source != Source::Redis
+            || concurrency
+        {
             return;
         }
         let mut entries = lock(&self.entries);
@@ -102,7 +111,12 @@ impl DenyCache {
 
     /// Forget every denial that involves one of `limits`' keys (after a REFUND or RESET).
     pub(crate) fn forget(&self, limits: &[Limit]) {
-        lock(&self.entries).retain(|entry, _| !entry.limits.iter().any(|l| limits.iter().any(|f| f.key == l.key)));
+        lock(&self.entries).retain(|entry, _| {
+            !entry
+                .limits
+                .iter()
+                .any(|l| limits.iter().any(|f| f.key == l.key))
+        });
     }
 }
 
@@ -200,7 +214,10 @@ mod tests {
         let cache = DenyCache::new(10);
         cache.remember(entry("a"), 0, &denial(1500));
         let hit = cache.lookup(&entry("a"), 400_000).unwrap();
-        assert_eq!((hit.retry_after_ms, hit.reset_after_ms, hit.source), (1100, 8600, Source::Cache));
+        assert_eq!(
+            (hit.retry_after_ms, hit.reset_after_ms, hit.source),
+            (1100, 8600, Source::Cache)
+        );
         assert!(cache.lookup(&entry("a"), 1_500_000).is_none());
         assert!(cache.is_empty());
     }

@@ -47,7 +47,9 @@ pub fn connect(url: &str) -> redis::RedisResult<Connection> {
         .set_number_of_retries(1)
         .set_max_delay(Duration::from_millis(500));
     let client = redis::Client::open(url)?;
-    Ok(Connection::Standalone(ConnectionManager::new_lazy_with_config(client, config)?))
+    Ok(Connection::Standalone(
+        ConnectionManager::new_lazy_with_config(client, config)?,
+    ))
 }
 
 /// A cluster connection from any of its nodes' URLs, with short timeouts, that learns
@@ -59,11 +61,15 @@ where
     S: AsRef<str>,
 {
     let nodes: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_string()).collect();
-    let client = redis::cluster::ClusterClient::builder(nodes).retries(2).build()?;
+    let client = redis::cluster::ClusterClient::builder(nodes)
+        .retries(2)
+        .build()?;
     let config = redis::cluster::ClusterConfig::new()
         .set_connection_timeout(CONNECT_TIMEOUT)
         .set_response_timeout(RESPONSE_TIMEOUT);
-    Ok(Connection::Cluster(client.get_pending_async_connection_with_config(config)))
+    Ok(Connection::Cluster(
+        client.get_pending_async_connection_with_config(config),
+    ))
 }
 
 /// Where a command must go in a cluster.
@@ -83,12 +89,16 @@ impl Connection {
             Connection::Standalone(manager) => cmd.query_async(&mut manager.clone()).await,
             Connection::Cluster(cluster) => {
                 let node = match target {
-                    Target::Key(key) => {
-                        SingleNodeRoutingInfo::SpecificNode(Route::with_slot(Slot::for_key(key), SlotAddr::Master))
-                    }
+                    Target::Key(key) => SingleNodeRoutingInfo::SpecificNode(Route::with_slot(
+                        Slot::for_key(key),
+                        SlotAddr::Master,
+                    )),
                     Target::Any => SingleNodeRoutingInfo::RandomPrimary,
                 };
-                cluster.clone().route_command(cmd, RoutingInfo::SingleNode(node)).await
+                cluster
+                    .clone()
+                    .route_command(cmd, RoutingInfo::SingleNode(node))
+                    .await
             }
         }
     }

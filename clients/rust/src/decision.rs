@@ -51,7 +51,9 @@ impl Decision {
         if self.never() {
             None
         } else {
-            Some(Duration::from_millis(self.retry_after_ms.max(0).unsigned_abs()))
+            Some(Duration::from_millis(
+                self.retry_after_ms.max(0).unsigned_abs(),
+            ))
         }
     }
 
@@ -192,7 +194,10 @@ mod tests {
     #[test]
     fn bad_replies_are_errors() {
         for bad in [arr(&[2, 0, 0, 0]), arr(&[1, 0, 0]), Value::Okay, Value::Nil] {
-            assert!(matches!(parse("RL.FIXED", &bad, &limit()), Err(Error::UnexpectedReply { .. })));
+            assert!(matches!(
+                parse("RL.FIXED", &bad, &limit()),
+                Err(Error::UnexpectedReply { .. })
+            ));
         }
         let wrong_parts = Value::Array(vec![
             Value::Int(1),
@@ -202,7 +207,13 @@ mod tests {
             Value::Array(vec![arr(&[1, 1, 0, 0]), arr(&[1, 1, 0, 0])]),
         ]);
         assert!(parse_all(&wrong_parts, &[limit()]).is_err());
-        assert_eq!(parse_all(&wrong_parts, &[limit(), limit()]).unwrap().parts.len(), 2);
+        assert_eq!(
+            parse_all(&wrong_parts, &[limit(), limit()])
+                .unwrap()
+                .parts
+                .len(),
+            2
+        );
         assert!(parse_throttle(&arr(&[0, 16, 15, -1])).is_err());
         assert!(parse_throttle(&arr(&[0, 16, 15, -1, 2])).is_ok());
     }

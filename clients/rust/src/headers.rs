@@ -57,11 +57,25 @@ pub fn ratelimit_headers(decision: &Decision, legacy: bool) -> Headers {
         return headers;
     }
     let policy: Vec<String> = rate_parts(decision)
-        .map(|(_, l)| format!("{};q={};w={}", sf_string(&l.name), l.limit, ceil_seconds(l.window_ms() as i64)))
+        .map(|(_, l)| {
+            format!(
+                "{};q={};w={}",
+                sf_string(&l.name),
+                l.limit,
+                ceil_seconds(l.window_ms() as i64)
+            )
+        })
         .collect();
     if !policy.is_empty() {
         let state: Vec<String> = rate_parts(decision)
-            .map(|(p, l)| format!("{};r={};t={}", sf_string(&l.name), p.remaining.max(0), ceil_seconds(p.reset_after_ms)))
+            .map(|(p, l)| {
+                format!(
+                    "{};r={};t={}",
+                    sf_string(&l.name),
+                    p.remaining.max(0),
+                    ceil_seconds(p.reset_after_ms)
+                )
+            })
             .collect();
         headers.push(("RateLimit-Policy", policy.join(", ")));
         headers.push(("RateLimit", state.join(", ")));
@@ -73,7 +87,10 @@ pub fn ratelimit_headers(decision: &Decision, legacy: bool) -> Headers {
         if let Some((p, l)) = binding(decision) {
             headers.push(("X-RateLimit-Limit", l.limit.to_string()));
             headers.push(("X-RateLimit-Remaining", p.remaining.max(0).to_string()));
-            headers.push(("X-RateLimit-Reset", ceil_seconds(p.reset_after_ms).to_string()));
+            headers.push((
+                "X-RateLimit-Reset",
+                ceil_seconds(p.reset_after_ms).to_string(),
+            ));
         }
     }
     headers
@@ -92,7 +109,13 @@ fn binding(decision: &Decision) -> Option<(&Decision, &crate::Limit)> {
         // The first of the least remaining.
         rate_parts(decision).reduce(|a, b| if b.0.remaining < a.0.remaining { b } else { a })
     } else {
-        let wait = |d: &Decision| if d.never() { i64::MAX } else { d.retry_after_ms };
+        let wait = |d: &Decision| {
+            if d.never() {
+                i64::MAX
+            } else {
+                d.retry_after_ms
+            }
+        };
         rate_parts(decision)
             .filter(|(p, _)| !p.allowed)
             .reduce(|a, b| if wait(b.0) > wait(a.0) { b } else { a })
@@ -146,14 +169,28 @@ mod tests {
                 part(b, false, 0, 4000, 4000),
                 part(c, true, 0, 0, 30000),
             ],
-            ..part(Limit::fixed("x", "x", 1, Duration::from_secs(1)), false, 0, 4000, 30000)
+            ..part(
+                Limit::fixed("x", "x", 1, Duration::from_secs(1)),
+                false,
+                0,
+                4000,
+                30000,
+            )
         };
         let h = ratelimit_headers(&all, true);
         assert_eq!(h[0].1, r#""burst";q=10;w=1, "window";q=3;w=10"#);
         assert_eq!(h[2], ("Retry-After", "4".to_string()));
         assert_eq!(h[3], ("X-RateLimit-Limit", "3".to_string()));
-        let never = part(Limit::fixed("f", "k", 2, Duration::from_secs(10)), false, 2, -1, 0);
-        assert!(ratelimit_headers(&never, false).iter().all(|(n, _)| *n != "Retry-After"));
+        let never = part(
+            Limit::fixed("f", "k", 2, Duration::from_secs(10)),
+            false,
+            2,
+            -1,
+            0,
+        );
+        assert!(ratelimit_headers(&never, false)
+            .iter()
+            .all(|(n, _)| *n != "Retry-After"));
         let failed = Decision::failure(false, crate::Error::InvalidCall("x"));
         assert!(ratelimit_headers(&failed, true).is_empty());
     }

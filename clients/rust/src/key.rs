@@ -65,7 +65,9 @@ impl KeyExtractor for GlobalKeyExtractor {
 }
 
 fn peer_ip<T>(req: &Request<T>) -> Option<IpAddr> {
-    req.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip())
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip())
 }
 
 fn x_forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
@@ -92,7 +94,10 @@ fn forwarded(headers: &HeaderMap) -> Option<IpAddr> {
             let node = node.trim().trim_matches('"');
             match node.strip_prefix('[') {
                 Some(rest) => rest.split(']').next()?.parse().ok(),
-                None => node.parse().ok().or_else(|| node.parse::<SocketAddr>().ok().map(|a| a.ip())),
+                None => node
+                    .parse()
+                    .ok()
+                    .or_else(|| node.parse::<SocketAddr>().ok().map(|a| a.ip())),
             }
         })
 }
@@ -107,7 +112,8 @@ mod tests {
             builder = builder.header(*name, *value);
         }
         let mut req = builder.body(()).unwrap();
-        req.extensions_mut().insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 5555))));
+        req.extensions_mut()
+            .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 5555))));
         req
     }
 
@@ -115,14 +121,39 @@ mod tests {
     fn smart_ip_order_and_fallback() {
         let smart = SmartIpKeyExtractor;
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert_eq!(smart.extract(&req(&[("x-forwarded-for", "junk, 203.0.113.7, 10.1.1.1")])).unwrap(), ip("203.0.113.7"));
-        assert_eq!(smart.extract(&req(&[("x-real-ip", " 198.51.100.2 ")])).unwrap(), ip("198.51.100.2"));
         assert_eq!(
-            smart.extract(&req(&[("forwarded", "proto=https;for=\"[2001:db8::1]:443\", for=192.0.2.60")])).unwrap(),
+            smart
+                .extract(&req(&[("x-forwarded-for", "junk, 203.0.113.7, 10.1.1.1")]))
+                .unwrap(),
+            ip("203.0.113.7")
+        );
+        assert_eq!(
+            smart
+                .extract(&req(&[("x-real-ip", " 198.51.100.2 ")]))
+                .unwrap(),
+            ip("198.51.100.2")
+        );
+        assert_eq!(
+            smart
+                .extract(&req(&[(
+                    "forwarded",
+                    "proto=https;for=\"[2001:db8::1]:443\", for=192.0.2.60"
+                )]))
+                .unwrap(),
             ip("2001:db8::1")
         );
-        assert_eq!(smart.extract(&req(&[("forwarded", "for=192.0.2.60:80")])).unwrap(), ip("192.0.2.60"));
-        assert_eq!(smart.extract(&req(&[("x-forwarded-for", "nonsense")])).unwrap(), ip("10.0.0.1"));
+        assert_eq!(
+            smart
+                .extract(&req(&[("forwarded", "for=192.0.2.60:80")]))
+                .unwrap(),
+            ip("192.0.2.60")
+        );
+        assert_eq!(
+            smart
+                .extract(&req(&[("x-forwarded-for", "nonsense")]))
+                .unwrap(),
+            ip("10.0.0.1")
+        );
         assert!(matches!(
             PeerIpKeyExtractor.extract(&Request::new(())),
             Err(Error::UnableToExtractKey)

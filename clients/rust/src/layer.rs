@@ -140,7 +140,12 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// rate limits, and released when the handler's future finishes, fails or is dropped.
     /// A lease that is never released (a crashed process) expires after `limit.window`.
     pub fn concurrency(self, limit: Limit) -> Self {
-        self.with(|s| s.concurrency = Some(Limit { algorithm: Algorithm::Concurrency, ..limit }))
+        self.with(|s| {
+            s.concurrency = Some(Limit {
+                algorithm: Algorithm::Concurrency,
+                ..limit
+            })
+        })
     }
 
     /// Shadow mode: a request a limit denies passes anyway, is counted
@@ -216,7 +221,11 @@ enum Verdict {
 }
 
 impl<K: KeyExtractor> Settings<K> {
-    async fn serve<S, ReqBody, ResBody>(&self, mut req: Request<ReqBody>, mut inner: S) -> Result<Response<ResBody>, S::Error>
+    async fn serve<S, ReqBody, ResBody>(
+        &self,
+        mut req: Request<ReqBody>,
+        mut inner: S,
+    ) -> Result<Response<ResBody>, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>>,
         ResBody: From<&'static str>,
@@ -239,7 +248,9 @@ impl<K: KeyExtractor> Settings<K> {
     async fn judge<B>(&self, req: &mut Request<B>) -> Verdict {
         let key = match self.key_extractor.extract(req) {
             Ok(key) => key.to_string(),
-            Err(_) => return Verdict::Refuse(StatusCode::INTERNAL_SERVER_ERROR, Vec::new(), KEY_ERROR),
+            Err(_) => {
+                return Verdict::Refuse(StatusCode::INTERNAL_SERVER_ERROR, Vec::new(), KEY_ERROR)
+            }
         };
         let identity = match self.identity(key).await {
             Ok(identity) => identity,
@@ -247,14 +258,19 @@ impl<K: KeyExtractor> Settings<K> {
         };
         let keyed = |limit: &Limit| limit.with_key(format!("{}:{{{identity}}}", limit.key));
         let mut limits: Vec<Limit> = self.limits.iter().map(keyed).collect();
-        let lease = self.concurrency.as_ref().map(|limit| (keyed(limit), request_id()));
+        let lease = self
+            .concurrency
+            .as_ref()
+            .map(|limit| (keyed(limit), request_id()));
         let decision = match (&lease, limits.len()) {
             (None, 1) => self.limiter.check(&limits[0], 1).await,
             (None, _) => self.limiter.check_all(&limits, 1, crate::Mode::Spend).await,
             (Some((limit, id)), 0) => self.limiter.acquire(limit, id).await,
             (Some((limit, id)), _) => {
                 limits.push(limit.clone());
-                self.limiter.check_all_leased(&limits, 1, crate::Mode::Spend, id).await
+                self.limiter
+                    .check_all_leased(&limits, 1, crate::Mode::Spend, id)
+                    .await
             }
         };
         if decision.source == Source::Failure {
@@ -268,7 +284,9 @@ impl<K: KeyExtractor> Settings<K> {
             self.shadow_denied.fetch_add(1, Ordering::Relaxed);
             match &self.on_shadow {
                 Some(handler) => handler(&decision, &identity),
-                None => eprintln!("redis-rl: shadow mode let a denied request of {identity} through"),
+                None => {
+                    eprintln!("redis-rl: shadow mode let a denied request of {identity} through")
+                }
             }
             // The request goes through: a wait on a success would mislead.
             headers.retain(|(name, _)| *name != "Retry-After");
@@ -317,10 +335,16 @@ const RATE_LIMITED: &str = r#"{"error":"rate_limited"}"#;
 const UNAVAILABLE: &str = r#"{"error":"rate_limiter_unavailable"}"#;
 const KEY_ERROR: &str = r#"{"error":"rate_limit_key_unavailable"}"#;
 
-fn respond<B: From<&'static str>>(status: StatusCode, headers: Headers, body: &'static str) -> Response<B> {
+fn respond<B: From<&'static str>>(
+    status: StatusCode,
+    headers: Headers,
+    body: &'static str,
+) -> Response<B> {
     let mut response = Response::new(B::from(body));
     *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     add_headers(&mut response, headers);
     response
 }
@@ -329,7 +353,9 @@ fn add_headers<B>(response: &mut Response<B>, headers: Headers) {
     for (name, value) in headers {
         // Every value is ASCII digits and escaped printable text, so both always parse.
         if let Ok(value) = HeaderValue::from_str(&value) {
-            response.headers_mut().insert(HeaderName::from_static(lower(name)), value);
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(lower(name)), value);
         }
     }
 }

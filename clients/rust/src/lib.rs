@@ -26,4 +26,6 @@ pub use key::{GlobalKeyExtractor, KeyExtractor, PeerIpKeyExtractor, SmartIpKeyEx
 #[cfg(feature = "tower")]
 pub use layer::{RateLimit, RateLimitLayer, RequestId, ShadowHandler};
 pub use limit::{Algorithm, LeaseOp, Limit, Mode};
-pub use limiter::{Clock, Cost, FailureHandler, FailurePolicy, RateLimiter, Unavailable, DEFAULT_TIMEOUT};
+pub use limiter::{
+    Clock, Cost, FailureHandler, FailurePolicy, RateLimiter, Unavailable, DEFAULT_TIMEOUT,
+};

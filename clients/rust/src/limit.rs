@@ -97,28 +97,53 @@ impl Limit {
     }
 
     /// RL.FIXED: a fixed window (the baseline, with its boundary bursts).
-    pub fn fixed(name: impl Into<String>, key: impl Into<String>, limit: u64, window: Duration) -> Self {
+    pub fn fixed(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
         Self::new(name, Algorithm::Fixed, key, limit, window)
     }
 
     /// RL.SLIDELOG: an exact sliding window.
-    pub fn slidelog(name: impl Into<String>, key: impl Into<String>, limit: u64, window: Duration) -> Self {
+    pub fn slidelog(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
         Self::new(name, Algorithm::SlideLog, key, limit, window)
     }
 
     /// RL.SLIDECOUNT: a sliding window approximated by two counters.
-    pub fn slidecount(name: impl Into<String>, key: impl Into<String>, limit: u64, window: Duration) -> Self {
+    pub fn slidecount(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
         Self::new(name, Algorithm::SlideCount, key, limit, window)
     }
 
     /// RL.GCRA: `limit` per `window` on average; add `.burst(b)` for how many at once.
-    pub fn gcra(name: impl Into<String>, key: impl Into<String>, limit: u64, window: Duration) -> Self {
+    pub fn gcra(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
         Self::new(name, Algorithm::Gcra, key, limit, window)
     }
 
     /// RL.CONCURRENCY: at most `limit` leases at once, each expiring `ttl` after it was
     /// taken or last renewed (so a crashed worker's slot comes back).
-    pub fn concurrency(name: impl Into<String>, key: impl Into<String>, limit: u64, ttl: Duration) -> Self {
+    pub fn concurrency(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        ttl: Duration,
+    ) -> Self {
         Self::new(name, Algorithm::Concurrency, key, limit, ttl)
     }
 
@@ -138,7 +163,11 @@ impl Limit {
     /// The window in whole milliseconds, rounded up (the module's resolution).
     pub fn window_ms(&self) -> u64 {
         let ms = self.window.as_millis();
-        let ms = if self.window > Duration::from_millis(ms as u64) { ms + 1 } else { ms };
+        let ms = if self.window > Duration::from_millis(ms as u64) {
+            ms + 1
+        } else {
+            ms
+        };
         u64::try_from(ms).unwrap_or(u64::MAX)
     }
 
@@ -146,7 +175,7 @@ impl Limit {
     /// the Lua scripts do; anything else as `<n>ms`.
     pub(crate) fn window_arg(&self) -> String {
         let ms = self.window_ms();
-        if ms % 1000 == 0 {
+        if ms.is_multiple_of(1000) {
             (ms / 1000).to_string()
         } else {
             format!("{ms}ms")
@@ -265,10 +294,25 @@ mod tests {
         let gcra = Limit::gcra("burst", "rl:{u}:b", 10, Duration::from_secs(1)).burst(2);
         assert_eq!(
             words(&command(&gcra, 3, Mode::Peek, Some(1_718_609_349_800_000))),
-            ["RL.GCRA", "rl:{u}:b", "10", "1", "BURST", "2", "COST", "3", "NOW", "1718609349800000", "PEEK"]
+            [
+                "RL.GCRA",
+                "rl:{u}:b",
+                "10",
+                "1",
+                "BURST",
+                "2",
+                "COST",
+                "3",
+                "NOW",
+                "1718609349800000",
+                "PEEK"
+            ]
         );
         let fixed = Limit::fixed("f", "k", 5, Duration::from_millis(1500));
-        assert_eq!(words(&command(&fixed, 1, Mode::Spend, None)), ["RL.FIXED", "k", "5", "1500ms"]);
+        assert_eq!(
+            words(&command(&fixed, 1, Mode::Spend, None)),
+            ["RL.FIXED", "k", "5", "1500ms"]
+        );
         // A window below a millisecond's resolution is rounded up, never down to 0.
         let tiny = Limit::slidelog("t", "k", 1, Duration::from_micros(1500));
         assert_eq!(tiny.window_arg(), "2ms");
@@ -279,16 +323,40 @@ mod tests {
         let a = Limit::slidecount("m", "rl:{u}:m", 100, Duration::from_secs(60));
         let c = Limit::concurrency("c", "rl:{u}:c", 5, Duration::from_secs(30));
         assert_eq!(
-            words(&all_command(&[a, c.clone()], &[2, 1], Mode::Refund, Some("req-1"), Some(1_700_000_000_000_000))),
+            words(&all_command(
+                &[a, c.clone()],
+                &[2, 1],
+                Mode::Refund,
+                Some("req-1"),
+                Some(1_700_000_000_000_000)
+            )),
             [
-                "RL.ALL", "2", "SLIDECOUNT", "rl:{u}:m", "100", "60", "COST", "2", "CONCURRENCY", "rl:{u}:c", "5",
-                "30", "LEASE", "req-1", "NOW", "1700000000000000", "REFUND"
+                "RL.ALL",
+                "2",
+                "SLIDECOUNT",
+                "rl:{u}:m",
+                "100",
+                "60",
+                "COST",
+                "2",
+                "CONCURRENCY",
+                "rl:{u}:c",
+                "5",
+                "30",
+                "LEASE",
+                "req-1",
+                "NOW",
+                "1700000000000000",
+                "REFUND"
             ]
         );
         assert_eq!(
             words(&lease_command(&c, &LeaseOp::Heartbeat("r"), None)),
             ["RL.CONCURRENCY", "rl:{u}:c", "5", "30", "HEARTBEAT", "r"]
         );
-        assert_eq!(words(&command(&c, 1, Mode::Peek, None)), ["RL.CONCURRENCY", "rl:{u}:c", "5", "30", "PEEK"]);
+        assert_eq!(
+            words(&command(&c, 1, Mode::Peek, None)),
+            ["RL.CONCURRENCY", "rl:{u}:c", "5", "30", "PEEK"]
+        );
     }
 }

@@ -95,7 +95,9 @@ fn monotonic_us() -> i64 {
 }
 
 fn wall_clock_us() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
 }
 
@@ -143,7 +145,9 @@ impl RateLimiter {
 
     /// The wall-clock time this limiter works with (its clock, if any), in unix µs.
     pub fn now_us(&self) -> i64 {
-        self.clock.as_ref().map_or_else(wall_clock_us, |clock| clock())
+        self.clock
+            .as_ref()
+            .map_or_else(wall_clock_us, |clock| clock())
     }
 
     /// Spend `cost` on `limit` if it admits: `RL.<ALGO> key limit window [COST n]`.
@@ -171,22 +175,34 @@ impl RateLimiter {
     pub async fn call(&self, limit: &Limit, cost: u64, mode: Mode) -> Decision {
         let command = limit.algorithm.command();
         if limit.algorithm == Algorithm::Concurrency && matches!(mode, Mode::Spend | Mode::Refund) {
-            return self.fail(Error::InvalidCall("a concurrency limit takes a lease id (acquire/release)"), command);
+            return self.fail(
+                Error::InvalidCall("a concurrency limit takes a lease id (acquire/release)"),
+                command,
+            );
         }
         let entry = Entry {
             limits: vec![limit.clone()],
             costs: vec![cost],
             all: false,
         };
-        self.decide(command, entry, mode, |now| limit::command(limit, cost, mode, now), |reply| {
-            decision::parse(command, reply, limit)
-        })
+        self.decide(
+            command,
+            entry,
+            mode,
+            |now| limit::command(limit, cost, mode, now),
+            |reply| decision::parse(command, reply, limit),
+        )
         .await
     }
 
     /// RL.ALL: admitted only if every limit admits; then all spend, else none does.
     /// `cost` is one for all limits or one per limit.
-    pub async fn check_all<'c>(&self, limits: &[Limit], cost: impl Into<Cost<'c>>, mode: Mode) -> Decision {
+    pub async fn check_all<'c>(
+        &self,
+        limits: &[Limit],
+        cost: impl Into<Cost<'c>>,
+        mode: Mode,
+    ) -> Decision {
         self.all(limits, cost.into(), mode, None).await
     }
 
@@ -204,16 +220,28 @@ impl RateLimiter {
         self.all(limits, cost.into(), mode, Some(lease)).await
     }
 
-    async fn all(&self, limits: &[Limit], cost: Cost<'_>, mode: Mode, lease: Option<&str>) -> Decision {
+    async fn all(
+        &self,
+        limits: &[Limit],
+        cost: Cost<'_>,
+        mode: Mode,
+        lease: Option<&str>,
+    ) -> Decision {
         let costs = match cost {
             Cost::Each(n) => vec![n; limits.len()],
             Cost::PerLimit(costs) => costs.to_vec(),
         };
         if limits.is_empty() {
-            return self.fail(Error::InvalidCall("RL.ALL needs at least one limit"), "RL.ALL");
+            return self.fail(
+                Error::InvalidCall("RL.ALL needs at least one limit"),
+                "RL.ALL",
+            );
         }
         if costs.len() != limits.len() {
-            return self.fail(Error::InvalidCall("RL.ALL needs one cost per limit"), "RL.ALL");
+            return self.fail(
+                Error::InvalidCall("RL.ALL needs one cost per limit"),
+                "RL.ALL",
+            );
         }
         let entry = Entry {
             limits: limits.to_vec(),
@@ -238,9 +266,13 @@ impl RateLimiter {
             all: false,
         };
         let mode = op.mode();
-        self.decide("RL.CONCURRENCY", entry, mode, |now| limit::lease_command(limit, &op, now), |reply| {
-            decision::parse("RL.CONCURRENCY", reply, limit)
-        })
+        self.decide(
+            "RL.CONCURRENCY",
+            entry,
+            mode,
+            |now| limit::lease_command(limit, &op, now),
+            |reply| decision::parse("RL.CONCURRENCY", reply, limit),
+        )
         .await
     }
 
@@ -262,13 +294,28 @@ impl RateLimiter {
     /// RL.THROTTLE, redis-cell's CL.THROTTLE: `count` per `period` seconds, `max_burst + 1`
     /// at once; `quantity` 0 reports without spending. On a failure `limited` is the
     /// policy's answer (`Closed` → limited) and `source` is `Failure`.
-    pub async fn throttle(&self, key: &str, max_burst: u64, count: u64, period_s: u64, quantity: u64) -> Throttle {
+    pub async fn throttle(
+        &self,
+        key: &str,
+        max_burst: u64,
+        count: u64,
+        period_s: u64,
+        quantity: u64,
+    ) -> Throttle {
         let mut cmd = redis::cmd("RL.THROTTLE");
-        cmd.arg(key).arg(max_burst).arg(count).arg(period_s).arg(quantity);
+        cmd.arg(key)
+            .arg(max_burst)
+            .arg(count)
+            .arg(period_s)
+            .arg(quantity);
         if let Some(now) = self.clock.as_ref().map(|clock| clock()) {
             cmd.arg("NOW").arg(now);
         }
-        match self.send(cmd, Target::Key(key)).await.and_then(|reply| decision::parse_throttle(&reply)) {
+        match self
+            .send(cmd, Target::Key(key))
+            .await
+            .and_then(|reply| decision::parse_throttle(&reply))
+        {
             Ok(throttle) => throttle,
             Err(error) => {
                 let failed = self.fail(error, "RL.THROTTLE");
@@ -288,7 +335,12 @@ impl RateLimiter {
     /// RL.PSEUDONYM: a daily-rotating pseudonym of `identity` (an IP is canonicalised
     /// first; `prefix6` hashes an IPv6 address's network instead), so that no raw IP
     /// becomes a key. Always sends `NOW`, so the UTC day is this limiter's.
-    pub async fn pseudonym(&self, identity: &str, scope: Option<&str>, prefix6: Option<u8>) -> Result<String, Unavailable> {
+    pub async fn pseudonym(
+        &self,
+        identity: &str,
+        scope: Option<&str>,
+        prefix6: Option<u8>,
+    ) -> Result<String, Unavailable> {
         let mut cmd = redis::cmd("RL.PSEUDONYM");
         cmd.arg(identity);
         if let Some(scope) = scope {
@@ -299,10 +351,12 @@ impl RateLimiter {
         }
         cmd.arg("NOW").arg(self.now_us());
         let answer = match self.send(cmd, Target::Any).await {
-            Ok(Value::BulkString(bytes)) => String::from_utf8(bytes).map_err(|e| Error::UnexpectedReply {
-                command: "RL.PSEUDONYM".into(),
-                reply: format!("{:?}", e.as_bytes()),
-            }),
+            Ok(Value::BulkString(bytes)) => {
+                String::from_utf8(bytes).map_err(|e| Error::UnexpectedReply {
+                    command: "RL.PSEUDONYM".into(),
+                    reply: format!("{:?}", e.as_bytes()),
+                })
+            }
             Ok(Value::SimpleString(text)) => Ok(text),
             Ok(other) => Err(Error::unexpected("RL.PSEUDONYM", &other)),
             Err(error) => Err(error),
@@ -340,7 +394,10 @@ impl RateLimiter {
         let Some(first_key) = entry.limits.first().map(|l| l.key.clone()) else {
             return self.fail(Error::InvalidCall("no limit"), command);
         };
-        let result = self.send(build(now), Target::Key(&first_key)).await.and_then(|reply| read(&reply));
+        let result = self
+            .send(build(now), Target::Key(&first_key))
+            .await
+            .and_then(|reply| read(&reply));
         match result {
             Ok(decision) => {
                 if let (Some(cache), Mode::Spend | Mode::Peek) = (&self.deny_cache, mode) {
@@ -364,7 +421,10 @@ impl RateLimiter {
     fn fail(&self, error: Error, command: &str) -> Decision {
         let report = || match &self.on_failure {
             Some(handler) => handler(&error, command),
-            None => eprintln!("redis-rl: {command} failed, failing {}: {error}", self.failure.word()),
+            None => eprintln!(
+                "redis-rl: {command} failed, failing {}: {error}",
+                self.failure.word()
+            ),
         };
         // A broken reporter must not take the request down with it.
         if catch_unwind(AssertUnwindSafe(report)).is_err() {

@@ -12,7 +12,9 @@ use axum::routing::get;
 use axum::Router;
 use common::{Cluster, FakeClock};
 use http::{Request, StatusCode};
-use redis_rl_client::{connect_cluster, FailurePolicy, Limit, Mode, RateLimitLayer, RateLimiter, Source};
+use redis_rl_client::{
+    connect_cluster, FailurePolicy, Limit, Mode, RateLimitLayer, RateLimiter, Source,
+};
 use tower::ServiceExt;
 
 /// The cluster connection learns the slot map in the background: wait for it.
@@ -20,7 +22,10 @@ async fn ready(rl: &RateLimiter) {
     let probe = Limit::fixed("probe", "rl:{probe}", 1_000_000, Duration::from_secs(10));
     let deadline = Instant::now() + Duration::from_secs(10);
     while rl.peek(&probe, 1).await.source != Source::Redis {
-        assert!(Instant::now() < deadline, "the cluster client never became ready");
+        assert!(
+            Instant::now() < deadline,
+            "the cluster client never became ready"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -31,9 +36,12 @@ async fn cluster_routing() {
     let clock = FakeClock::new();
     let failures = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let seen = failures.clone();
-    let rl = RateLimiter::new(connect_cluster(cluster.urls()).unwrap(), FailurePolicy::Closed)
-        .clock(clock.as_fn())
-        .on_failure(move |error, command| seen.lock().unwrap().push(format!("{command}: {error}")));
+    let rl = RateLimiter::new(
+        connect_cluster(cluster.urls()).unwrap(),
+        FailurePolicy::Closed,
+    )
+    .clock(clock.as_fn())
+    .on_failure(move |error, command| seen.lock().unwrap().push(format!("{command}: {error}")));
     ready(&rl).await;
     failures.lock().unwrap().clear();
     cluster.reset_stats();
@@ -49,9 +57,21 @@ async fn cluster_routing() {
             Limit::gcra("gcra", format!("{tag}:gcra"), 5, window).burst(2),
         ];
         for limit in &limits {
-            for mode in [Mode::Spend, Mode::Peek, Mode::Refund, Mode::Reset, Mode::Spend] {
+            for mode in [
+                Mode::Spend,
+                Mode::Peek,
+                Mode::Refund,
+                Mode::Reset,
+                Mode::Spend,
+            ] {
                 let d = rl.call(limit, 1, mode).await;
-                assert_eq!(d.source, Source::Redis, "{} {mode:?}: {:?}", limit.key, d.error);
+                assert_eq!(
+                    d.source,
+                    Source::Redis,
+                    "{} {mode:?}: {:?}",
+                    limit.key,
+                    d.error
+                );
             }
         }
         let all = rl.check_all(&limits, 1, Mode::Spend).await;
@@ -61,11 +81,22 @@ async fn cluster_routing() {
         let exists: u64 = node.query(redis::cmd("EXISTS").arg(&limits[0].key));
         assert_eq!(exists, 1);
         nodes_used.insert(node.port);
-        assert!(rl.pseudonym(&format!("192.0.2.{user}"), Some("s"), None).await.is_ok());
+        assert!(rl
+            .pseudonym(&format!("192.0.2.{user}"), Some("s"), None)
+            .await
+            .is_ok());
     }
     assert_eq!(nodes_used.len(), 3, "the keys spread over every node");
-    assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
-    assert_eq!(cluster.moved(), 0, "every call reached the key's node first time");
+    assert!(
+        failures.lock().unwrap().is_empty(),
+        "{:?}",
+        failures.lock().unwrap()
+    );
+    assert_eq!(
+        cluster.moved(),
+        0,
+        "every call reached the key's node first time"
+    );
 
     // The count works: the same RL.ALL through redis-rs's own routing (by the first
     // argument, RL.ALL's count of limits) is redirected for keys on the other nodes.
@@ -80,7 +111,9 @@ async fn cluster_routing() {
     assert!(cluster.moved() > 0, "the control call was never redirected");
 
     // An untagged key: the module's own refusal, through the failure policy.
-    let untagged = rl.check(&Limit::fixed("f", "rl:untagged", 5, window), 1).await;
+    let untagged = rl
+        .check(&Limit::fixed("f", "rl:untagged", 5, window), 1)
+        .await;
     assert_eq!(untagged.source, Source::Failure);
     let message = untagged.error.as_ref().unwrap().to_string();
     assert!(message.contains("hash tag"), "{message}");
@@ -94,7 +127,9 @@ async fn cluster_routing() {
             Limit::slidecount("minute", "rl:layer:minute", 100, Duration::from_secs(60)),
         ],
     );
-    let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(layer);
     let mut statuses = Vec::new();
     for _ in 0..3 {
         let req = Request::builder()
@@ -104,6 +139,13 @@ async fn cluster_routing() {
             .unwrap();
         statuses.push(app.clone().oneshot(req).await.unwrap().status());
     }
-    assert_eq!(statuses, [StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]);
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
     assert_eq!(cluster.moved(), 0);
 }

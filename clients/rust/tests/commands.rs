@@ -5,7 +5,9 @@ mod common;
 use std::time::Duration;
 
 use common::{key, FakeClock, Server};
-use redis_rl_client::{connect, ratelimit_headers, Decision, FailurePolicy, Limit, Mode, RateLimiter, Source};
+use redis_rl_client::{
+    connect, ratelimit_headers, Decision, FailurePolicy, Limit, Mode, RateLimiter, Source,
+};
 
 fn limiter(server: &Server, clock: &FakeClock) -> RateLimiter {
     RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed)
@@ -18,7 +20,10 @@ fn numbers(d: &Decision) -> (bool, i64, i64, i64) {
 }
 
 fn header_list(d: &Decision) -> Vec<String> {
-    ratelimit_headers(d, false).into_iter().map(|(n, v)| format!("{n}: {v}")).collect()
+    ratelimit_headers(d, false)
+        .into_iter()
+        .map(|(n, v)| format!("{n}: {v}"))
+        .collect()
 }
 
 struct Step {
@@ -29,7 +34,12 @@ struct Step {
     advance_ms: i64,
 }
 
-const fn step(cost: u64, reply: (bool, i64, i64, i64), rate: &'static str, retry: Option<&'static str>) -> Step {
+const fn step(
+    cost: u64,
+    reply: (bool, i64, i64, i64),
+    rate: &'static str,
+    retry: Option<&'static str>,
+) -> Step {
     Step {
         cost,
         reply,
@@ -73,7 +83,12 @@ fn scenarios() -> Vec<(Limit, &'static str, Vec<Step>)> {
             vec![
                 step(1, (true, 99, 0, 50201), r#""count";r=99;t=51"#, None),
                 step(99, (true, 0, 0, 109601), r#""count";r=0;t=110"#, None),
-                step(1, (false, 0, 50201, 109601), r#""count";r=0;t=110"#, Some("51")),
+                step(
+                    1,
+                    (false, 0, 50201, 109601),
+                    r#""count";r=0;t=110"#,
+                    Some("51"),
+                ),
                 step(101, (false, 0, -1, 109601), r#""count";r=0;t=110"#, None),
             ],
         ),
@@ -102,7 +117,10 @@ async fn replies_and_headers_per_algorithm() {
             let d = rl.check(&limit, step.cost).await;
             assert_eq!(d.source, Source::Redis);
             assert_eq!(numbers(&d), step.reply, "{} cost {}", limit.name, step.cost);
-            let mut expected = vec![format!("RateLimit-Policy: {policy}"), format!("RateLimit: {}", step.rate)];
+            let mut expected = vec![
+                format!("RateLimit-Policy: {policy}"),
+                format!("RateLimit: {}", step.rate),
+            ];
             if let Some(retry) = step.retry_after {
                 expected.push(format!("Retry-After: {retry}"));
             }
@@ -115,9 +133,20 @@ async fn replies_and_headers_per_algorithm() {
 async fn never_admitted_is_explicit() {
     let server = Server::start();
     let clock = FakeClock::new();
-    let d = limiter(&server, &clock).check(&Limit::fixed("fixed", key("never"), 8, Duration::from_secs(10)), 9).await;
-    assert_eq!((d.allowed, d.never(), d.retry_after_ms, d.retry_after()), (false, true, -1, None));
-    let names: Vec<_> = ratelimit_headers(&d, false).into_iter().map(|(n, _)| n).collect();
+    let d = limiter(&server, &clock)
+        .check(
+            &Limit::fixed("fixed", key("never"), 8, Duration::from_secs(10)),
+            9,
+        )
+        .await;
+    assert_eq!(
+        (d.allowed, d.never(), d.retry_after_ms, d.retry_after()),
+        (false, true, -1, None)
+    );
+    let names: Vec<_> = ratelimit_headers(&d, false)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     assert_eq!(names, ["RateLimit-Policy", "RateLimit"]);
 }
 
@@ -125,7 +154,12 @@ async fn never_admitted_is_explicit() {
 async fn legacy_headers() {
     let server = Server::start();
     let clock = FakeClock::new();
-    let d = limiter(&server, &clock).check(&Limit::fixed("fixed", key("legacy"), 8, Duration::from_secs(10)), 3).await;
+    let d = limiter(&server, &clock)
+        .check(
+            &Limit::fixed("fixed", key("legacy"), 8, Duration::from_secs(10)),
+            3,
+        )
+        .await;
     let headers = ratelimit_headers(&d, true);
     assert_eq!(
         headers[2..],
@@ -158,7 +192,11 @@ async fn peek_refund_reset() {
     assert_eq!(rl.call(&fixed, 1, Mode::Peek).await.remaining, 2);
     let reset = rl.reset(&fixed).await;
     assert_eq!((reset.allowed, reset.remaining), (true, 7));
-    assert_eq!(rl.check(&fixed, 8).await.remaining, 0, "the whole budget is back after RESET");
+    assert_eq!(
+        rl.check(&fixed, 8).await.remaining,
+        0,
+        "the whole budget is back after RESET"
+    );
 }
 
 #[tokio::test]
@@ -166,8 +204,19 @@ async fn all_or_nothing() {
     let server = Server::start();
     let clock = FakeClock::new();
     let rl = limiter(&server, &clock);
-    let burst = Limit::gcra("burst", format!("{}:burst", key("all")), 10, Duration::from_secs(1)).burst(2);
-    let window = Limit::fixed("window", format!("{}:window", key("all")), 3, Duration::from_secs(10));
+    let burst = Limit::gcra(
+        "burst",
+        format!("{}:burst", key("all")),
+        10,
+        Duration::from_secs(1),
+    )
+    .burst(2);
+    let window = Limit::fixed(
+        "window",
+        format!("{}:window", key("all")),
+        3,
+        Duration::from_secs(10),
+    );
     let limits = [burst.clone(), window.clone()];
     let first = rl.check_all(&limits, 1, Mode::Spend).await;
     assert!(first.allowed);
@@ -180,8 +229,14 @@ async fn all_or_nothing() {
     assert_eq!(
         ratelimit_headers(&denied, true),
         [
-            ("RateLimit-Policy", r#""burst";q=10;w=1, "window";q=3;w=10"#.to_string()),
-            ("RateLimit", r#""burst";r=0;t=1, "window";r=0;t=1"#.to_string()),
+            (
+                "RateLimit-Policy",
+                r#""burst";q=10;w=1, "window";q=3;w=10"#.to_string()
+            ),
+            (
+                "RateLimit",
+                r#""burst";r=0;t=1, "window";r=0;t=1"#.to_string()
+            ),
             ("Retry-After", "1".to_string()),
             ("X-RateLimit-Limit", "10".to_string()),
             ("X-RateLimit-Remaining", "0".to_string()),
@@ -190,7 +245,10 @@ async fn all_or_nothing() {
     );
     // The burst denied, so the window spent nothing: one left, as after two calls.
     assert_eq!(rl.peek(&window, 1).await.remaining, 0);
-    assert_eq!(rl.peek(&window, 1).await.remaining, rl.peek(&window, 1).await.remaining);
+    assert_eq!(
+        rl.peek(&window, 1).await.remaining,
+        rl.peek(&window, 1).await.remaining
+    );
     let count: i64 = server.query(redis::cmd("GET").arg(format!("{}:1718609340", window.key)));
     assert_eq!(count, 2, "a denied RL.ALL spends on no limit");
     // Per-limit costs, and REFUND through RL.ALL.
@@ -199,7 +257,11 @@ async fn all_or_nothing() {
     assert_eq!((costly.allowed, costly.parts[1].remaining), (true, 0));
     let refunded = rl.check_all(&limits, &[1, 3], Mode::Refund).await;
     assert!(refunded.allowed);
-    assert_eq!(rl.peek(&window, 1).await.remaining, 2, "REFUND gave the window's 3 back");
+    assert_eq!(
+        rl.peek(&window, 1).await.remaining,
+        2,
+        "REFUND gave the window's 3 back"
+    );
 }
 
 #[tokio::test]
@@ -209,11 +271,25 @@ async fn pseudonym() {
     let rl = limiter(&server, &clock);
     // NOW is always sent, so the UTC day is the clock's: 2024-06-17. The expected values
     // are HMAC-SHA256("some-test-secret", identity + "|" + day), first 24 hex digits.
-    assert_eq!(rl.pseudonym("::ffff:192.0.2.1", None, None).await.unwrap(), "e3c38906d01329af5fe8e09c");
-    assert_eq!(rl.pseudonym("user-42", Some("search"), None).await.unwrap(), "129db315a1ebeba47b4c2c6b:search");
-    assert_eq!(rl.pseudonym("2001:db8:1:2:aaaa::1", None, Some(64)).await.unwrap(), "3da54fd9eef5c7acaa1f56dd");
+    assert_eq!(
+        rl.pseudonym("::ffff:192.0.2.1", None, None).await.unwrap(),
+        "e3c38906d01329af5fe8e09c"
+    );
+    assert_eq!(
+        rl.pseudonym("user-42", Some("search"), None).await.unwrap(),
+        "129db315a1ebeba47b4c2c6b:search"
+    );
+    assert_eq!(
+        rl.pseudonym("2001:db8:1:2:aaaa::1", None, Some(64))
+            .await
+            .unwrap(),
+        "3da54fd9eef5c7acaa1f56dd"
+    );
     clock.advance_ms(86_400_000);
-    assert_eq!(rl.pseudonym("192.0.2.1", None, None).await.unwrap(), "a6ff49682a4233a9b9ce71fc");
+    assert_eq!(
+        rl.pseudonym("192.0.2.1", None, None).await.unwrap(),
+        "a6ff49682a4233a9b9ce71fc"
+    );
 }
 
 #[tokio::test]

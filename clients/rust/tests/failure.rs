@@ -10,7 +10,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{free_port, FakeClock, Server};
-use redis_rl_client::{connect, ratelimit_headers, Decision, Error, FailurePolicy, Limit, RateLimiter, Source};
+use redis_rl_client::{
+    connect, ratelimit_headers, Decision, Error, FailurePolicy, Limit, RateLimiter, Source,
+};
 
 /// Generous against a loaded 2-core machine, far below what a default client waits.
 const BOUND: Duration = Duration::from_secs(2);
@@ -25,8 +27,11 @@ struct Reports(Arc<Mutex<Vec<(String, String)>>>);
 impl Reports {
     fn limiter(&self, url: &str, policy: FailurePolicy) -> RateLimiter {
         let seen = self.0.clone();
-        RateLimiter::new(connect(url).unwrap(), policy)
-            .on_failure(move |error, command| seen.lock().unwrap().push((command.to_string(), error.to_string())))
+        RateLimiter::new(connect(url).unwrap(), policy).on_failure(move |error, command| {
+            seen.lock()
+                .unwrap()
+                .push((command.to_string(), error.to_string()))
+        })
     }
     fn seen(&self) -> Vec<(String, String)> {
         self.0.lock().unwrap().clone()
@@ -101,11 +106,17 @@ async fn dead_port() {
         assert_eq!(decision.allowed, policy == FailurePolicy::Open);
         assert_eq!(decision.source, Source::Failure);
         let error = decision.error.as_deref().expect("the error is kept");
-        assert!(matches!(error, Error::Redis(e) if e.is_connection_refusal()), "{error:?}");
+        assert!(
+            matches!(error, Error::Redis(e) if e.is_connection_refusal()),
+            "{error:?}"
+        );
         assert_eq!(reports.seen().len(), 1, "reported exactly once");
         assert_eq!(reports.seen()[0].0, "RL.GCRA");
         assert!(took < BOUND, "took {took:?}");
-        assert!(ratelimit_headers(&decision, true).is_empty(), "nothing is known, so no headers");
+        assert!(
+            ratelimit_headers(&decision, true).is_empty(),
+            "nothing is known, so no headers"
+        );
     }
 }
 
@@ -113,14 +124,21 @@ async fn dead_port() {
 async fn server_that_never_answers() {
     let silent = Listener::new(false);
     let reports = Reports::default();
-    let rl = reports.limiter(&silent.url(), FailurePolicy::Closed).timeout(Duration::from_millis(100));
+    let rl = reports
+        .limiter(&silent.url(), FailurePolicy::Closed)
+        .timeout(Duration::from_millis(100));
     let started = Instant::now();
     let decision = rl.check(&limit(), 1).await;
     let took = started.elapsed();
     assert!(!decision.allowed);
-    assert!(matches!(decision.error.as_deref(), Some(Error::Timeout(t)) if *t == Duration::from_millis(100)));
+    assert!(
+        matches!(decision.error.as_deref(), Some(Error::Timeout(t)) if *t == Duration::from_millis(100))
+    );
     assert_eq!(reports.seen().len(), 1);
-    assert!(took >= Duration::from_millis(100) && took < BOUND, "took {took:?}");
+    assert!(
+        took >= Duration::from_millis(100) && took < BOUND,
+        "took {took:?}"
+    );
     // The same with the default timeout: whatever fires first, the call is bounded.
     let (decision, reports, took) = checked(&silent.url(), FailurePolicy::Open).await;
     assert!(decision.allowed && decision.source == Source::Failure);
@@ -133,7 +151,11 @@ async fn lost_connection() {
     let hang_up = Listener::new(true);
     let (decision, reports, took) = checked(&hang_up.url(), FailurePolicy::Open).await;
     assert!(decision.allowed && decision.source == Source::Failure);
-    assert!(matches!(decision.error.as_deref(), Some(Error::Redis(_))), "{:?}", decision.error);
+    assert!(
+        matches!(decision.error.as_deref(), Some(Error::Redis(_))),
+        "{:?}",
+        decision.error
+    );
     assert_eq!(reports.seen().len(), 1);
     assert!(took < BOUND, "took {took:?}");
 }
@@ -156,23 +178,47 @@ async fn bad_arguments_and_a_broken_reporter() {
     let server = Server::start();
     let reports = Reports::default();
     let rl = reports.limiter(&server.url(), FailurePolicy::Closed);
-    let zero = rl.check(&Limit::fixed("f", "rl:{bad}", 0, Duration::from_secs(10)), 1).await;
+    let zero = rl
+        .check(
+            &Limit::fixed("f", "rl:{bad}", 0, Duration::from_secs(10)),
+            1,
+        )
+        .await;
     assert!(!zero.allowed && zero.source == Source::Failure);
     // A clock in milliseconds instead of µs: the module names the unit.
-    let ms_clock = reports.limiter(&server.url(), FailurePolicy::Closed).clock(|| 1_718_609_349_800);
+    let ms_clock = reports
+        .limiter(&server.url(), FailurePolicy::Closed)
+        .clock(|| 1_718_609_349_800);
     let wrong_unit = ms_clock.check(&limit(), 1).await;
     let message = wrong_unit.error.as_ref().unwrap().to_string();
     assert!(message.contains("microseconds"), "{message}");
     // RL.ALL misuse is caught before sending, and reported the same way.
-    let mismatch = rl.check_all(&[limit(), limit()], &[1, 2, 3], redis_rl_client::Mode::Spend).await;
-    assert!(matches!(mismatch.error.as_deref(), Some(Error::InvalidCall(_))));
+    let mismatch = rl
+        .check_all(
+            &[limit(), limit()],
+            &[1, 2, 3],
+            redis_rl_client::Mode::Spend,
+        )
+        .await;
+    assert!(matches!(
+        mismatch.error.as_deref(),
+        Some(Error::InvalidCall(_))
+    ));
     let empty = rl.check_all(&[], 1, redis_rl_client::Mode::Spend).await;
-    assert!(matches!(empty.error.as_deref(), Some(Error::InvalidCall(_))));
+    assert!(matches!(
+        empty.error.as_deref(),
+        Some(Error::InvalidCall(_))
+    ));
     assert_eq!(reports.seen().len(), 4);
     // A failure handler that panics does not take the request down.
     let broken = RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Open)
         .on_failure(|_, _| panic!("broken reporter"));
-    let d = broken.check(&Limit::fixed("f", "rl:{bad}", 0, Duration::from_secs(10)), 1).await;
+    let d = broken
+        .check(
+            &Limit::fixed("f", "rl:{bad}", 0, Duration::from_secs(10)),
+            1,
+        )
+        .await;
     assert!(d.allowed && d.source == Source::Failure);
 }
 
@@ -180,10 +226,15 @@ async fn bad_arguments_and_a_broken_reporter() {
 async fn pseudonym_failure_carries_the_policy() {
     let url = format!("redis://127.0.0.1:{}", free_port(0));
     let reports = Reports::default();
-    let rl = reports.limiter(&url, FailurePolicy::Closed).clock(FakeClock::new().as_fn());
+    let rl = reports
+        .limiter(&url, FailurePolicy::Closed)
+        .clock(FakeClock::new().as_fn());
     let unavailable = rl.pseudonym("192.0.2.1", None, None).await.unwrap_err();
     assert!(!unavailable.decision.allowed);
-    assert_eq!(reports.seen(), [("RL.PSEUDONYM".to_string(), reports.seen()[0].1.clone())]);
+    assert_eq!(
+        reports.seen(),
+        [("RL.PSEUDONYM".to_string(), reports.seen()[0].1.clone())]
+    );
 }
 
 #[tokio::test]
@@ -203,7 +254,11 @@ async fn recovers_when_redis_comes_back() {
         if d.source == Source::Redis {
             break;
         }
-        assert!(Instant::now() < deadline, "never reconnected: {:?}", d.error);
+        assert!(
+            Instant::now() < deadline,
+            "never reconnected: {:?}",
+            d.error
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -18,7 +18,9 @@ pub const T0: i64 = 1_718_609_349_800_000;
 pub fn module() -> PathBuf {
     match std::env::var_os("RL_MODULE") {
         Some(path) => PathBuf::from(path),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libredis_rl.so"),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libredis_rl.so")
+        }
     }
 }
 
@@ -49,11 +51,18 @@ impl FakeClock {
 /// A loopback port nobody listens on (and, for a cluster node, its bus port too).
 pub fn free_port(also_free: u16) -> u16 {
     loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         if also_free == 0 {
             return port;
         }
-        if port.checked_add(also_free).is_some_and(|bus| TcpListener::bind(("127.0.0.1", bus)).is_ok()) {
+        if port
+            .checked_add(also_free)
+            .is_some_and(|bus| TcpListener::bind(("127.0.0.1", bus)).is_ok())
+        {
             return port;
         }
     }
@@ -81,7 +90,11 @@ impl Server {
     }
 
     fn spawn(with_module: bool, cluster: bool) -> Server {
-        Self::spawn_on(with_module, cluster, free_port(if cluster { 10000 } else { 0 }))
+        Self::spawn_on(
+            with_module,
+            cluster,
+            free_port(if cluster { 10000 } else { 0 }),
+        )
     }
 
     fn spawn_on(with_module: bool, cluster: bool, port: u16) -> Server {
@@ -94,15 +107,29 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("rl-rust-kit-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut cmd = Command::new(server_binary());
-        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .args(["--logfile", "server.log"])
-            .env("RL_SECRET", SECRET)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--logfile", "server.log"])
+        .env("RL_SECRET", SECRET)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         if cluster {
-            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+            cmd.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ]);
         }
         if with_module {
             cmd.arg("--loadmodule").arg(&module);
@@ -113,7 +140,8 @@ impl Server {
         while server.admin().is_err() {
             let exited = server.child.try_wait().ok().flatten().is_some();
             if exited || Instant::now() > deadline {
-                let log = std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
+                let log =
+                    std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
                 panic!("redis-server on port {port} did not start:\n{log}");
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -165,7 +193,10 @@ pub struct Cluster {
 impl Cluster {
     pub fn start() -> Cluster {
         let nodes: Vec<Server> = (0..3).map(|_| Server::spawn(true, true)).collect();
-        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
         let status = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")
@@ -179,7 +210,10 @@ impl Cluster {
         let cluster = Cluster { nodes };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !cluster.ready() {
-            assert!(Instant::now() < deadline, "the cluster did not reach cluster_state:ok");
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not reach cluster_state:ok"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         cluster
@@ -187,9 +221,17 @@ impl Cluster {
 
     fn ready(&self) -> bool {
         self.nodes.iter().all(|node| {
-            let Ok(mut conn) = node.admin() else { return false };
-            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap_or_default();
-            let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut conn).unwrap_or_default();
+            let Ok(mut conn) = node.admin() else {
+                return false;
+            };
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut conn)
+                .unwrap_or_default();
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut conn)
+                .unwrap_or_default();
             info.contains("cluster_state:ok") && nodes.lines().count() == self.nodes.len()
         })
     }
@@ -209,18 +251,28 @@ impl Cluster {
     /// The node that holds `key`.
     pub fn node_of(&self, key: &str) -> &Server {
         let slot: u16 = self.nodes[0].query(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key));
-        let shards: redis::Value = self.nodes[0].query(&redis::cmd("CLUSTER").arg("SLOTS"));
-        let redis::Value::Array(ranges) = shards else { panic!("CLUSTER SLOTS: {shards:?}") };
+        let shards: redis::Value = self.nodes[0].query(redis::cmd("CLUSTER").arg("SLOTS"));
+        let redis::Value::Array(ranges) = shards else {
+            panic!("CLUSTER SLOTS: {shards:?}")
+        };
         for range in ranges {
-            let redis::Value::Array(fields) = range else { continue };
+            let redis::Value::Array(fields) = range else {
+                continue;
+            };
             let (redis::Value::Int(lo), redis::Value::Int(hi), redis::Value::Array(master)) =
                 (&fields[0], &fields[1], &fields[2])
             else {
                 continue;
             };
             if (*lo..=*hi).contains(&(slot as i64)) {
-                let redis::Value::Int(port) = master[1] else { continue };
-                return self.nodes.iter().find(|n| i64::from(n.port) == port).unwrap();
+                let redis::Value::Int(port) = master[1] else {
+                    continue;
+                };
+                return self
+                    .nodes
+                    .iter()
+                    .find(|n| i64::from(n.port) == port)
+                    .unwrap();
             }
         }
         panic!("no node serves slot {slot}");
