@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The Rust kit's checks: rustfmt, clippy (-D warnings, with and without the tower
-# feature), then the tests against real servers that they start themselves (standalone,
-# without the module, a 3-node cluster). Env: RL_MODULE (default
+# The Rust kit's checks: rustfmt, clippy (-D warnings), then the tests against real
+# servers that they start themselves (standalone, without the module, a 3-node cluster). Env: RL_MODULE (default
 # ../../target/release/libredis_rl.so), RL_SERVER (default redis-server); extra
 # arguments go to `cargo test`.
 set -euo pipefail
@@ -13,6 +12,5 @@ export RL_MODULE="${RL_MODULE:-$repo/target/release/libredis_rl.so}"
 
 cargo fmt -- --check
 cargo clippy --locked --all-targets -- -D warnings
-cargo clippy --locked --no-default-features --lib -- -D warnings
-# Builds the examples too (tests/example.rs runs examples/axum.rs).
+# Builds the examples too (tests/suite/example.rs runs examples/axum.rs).
 cargo test --locked "$@"

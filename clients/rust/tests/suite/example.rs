@@ -1,14 +1,12 @@
 //! examples/axum.rs, run as a program against a real server, over real HTTP.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, Server};
+use crate::common::{free_port, Server};
 
 struct Running(Child);
 

@@ -1,10 +1,8 @@
 //! Typed calls and their headers on a real server, pinned to exact replies by a fixed NOW.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{key, FakeClock, Server};
+use crate::common::{key, FakeClock, Server};
 use redis_rl_client::{
     connect, ratelimit_headers, Decision, FailurePolicy, Limit, Mode, RateLimiter, Source,
 };

@@ -2,11 +2,9 @@
 //! stepped clock, and before every call the server is asked (PEEK, same NOW) what it
 //! would say.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{key, FakeClock, Server};
+use crate::common::{key, FakeClock, Server};
 use redis_rl_client::{connect, DenyCache, FailurePolicy, Limit, Mode, RateLimiter, Source};
 
 /// A small deterministic generator (no dependency): the steps and costs of the walk.

@@ -1,7 +1,5 @@
 //! Every way Redis can fail goes through the failure policy, bounded in time, reported.
 
-mod common;
-
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{free_port, FakeClock, Server};
+use crate::common::{free_port, FakeClock, Server};
 use redis_rl_client::{
     connect, ratelimit_headers, Decision, Error, FailurePolicy, Limit, RateLimiter, Source,
 };

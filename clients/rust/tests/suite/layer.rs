@@ -1,16 +1,14 @@
 //! The tower layer inside a real axum app, driven with `tower::ServiceExt::oneshot`.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::{free_port, key, FakeClock, Server};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::{Extension, Router};
-use common::{free_port, key, FakeClock, Server};
 use http::{HeaderMap, Request, Response, StatusCode};
 use redis_rl_client::{
     connect, Decision, Error, FailurePolicy, KeyExtractor, Limit, RateLimitLayer, RateLimiter,

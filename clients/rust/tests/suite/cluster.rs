@@ -1,16 +1,14 @@
 //! A real 3-node cluster: every call reaches the key's node first time (zero MOVED,
 //! counted on the servers), RL.PSEUDONYM runs anywhere, and the tower layer works on it.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::common::{Cluster, FakeClock};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::Router;
-use common::{Cluster, FakeClock};
 use http::{Request, StatusCode};
 use redis_rl_client::{
     connect_cluster, FailurePolicy, Limit, Mode, RateLimitLayer, RateLimiter, Source,
