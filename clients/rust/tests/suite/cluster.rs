@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::common::{Cluster, FakeClock};
+use crate::common::{self, Cluster, FakeClock};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
@@ -83,6 +83,31 @@ async fn cluster_routing() {
             .pseudonym(&format!("192.0.2.{user}"), Some("s"), None)
             .await
             .is_ok());
+    }
+    if common::has(&cluster.nodes[0], "RL.CONCURRENCY") {
+        for user in 0..24 {
+            let tag = format!("rl:{{user{user}}}");
+            let slots = Limit::concurrency("inflight", format!("{tag}:inflight"), 2, window);
+            let rate = Limit::fixed("fixed", format!("{tag}:lease-rate"), 5, window);
+            for d in [
+                rl.acquire(&slots, "a").await,
+                rl.heartbeat(&slots, "a").await,
+                rl.release(&slots, "a").await,
+                rl.check_all_leased(&[rate, slots.clone()], 1, Mode::Spend, "b")
+                    .await,
+                rl.release(&slots, "b").await,
+            ] {
+                assert!(d.allowed && d.source == Source::Redis, "{:?}", d.error);
+            }
+        }
+    }
+    if common::has(&cluster.nodes[0], "RL.THROTTLE") {
+        for user in 0..24 {
+            let t = rl
+                .throttle(&format!("rl:{{user{user}}}:cell"), 15, 30, 60, 1)
+                .await;
+            assert!(!t.limited && t.source == Source::Redis, "{:?}", t.error);
+        }
     }
     assert_eq!(nodes_used.len(), 3, "the keys spread over every node");
     assert!(

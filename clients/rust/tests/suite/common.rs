@@ -283,3 +283,14 @@ impl Cluster {
 pub fn key(name: &str) -> String {
     format!("rl:{{{name}}}")
 }
+
+/// Whether the module has `command` (RL.CONCURRENCY and RL.THROTTLE came with issue 16);
+/// a test without it says so and passes.
+pub fn has(server: &Server, command: &str) -> bool {
+    let info: redis::Value = server.query(redis::cmd("COMMAND").arg("INFO").arg(command));
+    let present = matches!(&info, redis::Value::Array(items) if items.first().is_some_and(|i| *i != redis::Value::Nil));
+    if !present {
+        eprintln!("SKIPPED: this build of the module has no {command}");
+    }
+    present
+}

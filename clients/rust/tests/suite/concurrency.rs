@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{key, FakeClock, Server, T0};
+use crate::common::{has, key, FakeClock, Server, T0};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
@@ -20,15 +20,6 @@ use redis_rl_client::{
 };
 use tokio::sync::Notify;
 use tower::ServiceExt;
-
-fn has(server: &Server, command: &str) -> bool {
-    let info: redis::Value = server.query(redis::cmd("COMMAND").arg("INFO").arg(command));
-    let present = matches!(&info, redis::Value::Array(items) if items.first().is_some_and(|i| *i != redis::Value::Nil));
-    if !present {
-        eprintln!("SKIPPED: this build of the module has no {command}");
-    }
-    present
-}
 
 fn limiter(server: &Server, clock: &FakeClock) -> RateLimiter {
     RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed)
@@ -84,9 +75,18 @@ async fn lease_calls() {
         numbers(&rl.heartbeat(&limit, "b").await),
         (true, 0, 0, 10_000)
     );
-    // RELEASE answers as PEEK: what an acquire of a new id would get now.
-    assert_eq!(numbers(&rl.release(&limit, "b").await), (true, 0, 0, 5000));
-    assert!(numbers(&rl.concurrency(&limit, LeaseOp::Peek).await).0);
+    // RELEASE answers as PEEK: what an acquire of a new id would get now (a slot, none
+    // left after it, the new lease's whole ttl), and PEEK writes nothing.
+    assert_eq!(
+        numbers(&rl.release(&limit, "b").await),
+        (true, 0, 0, 10_000)
+    );
+    assert_eq!(leases(&server, &limit.key), 1);
+    assert_eq!(
+        numbers(&rl.concurrency(&limit, LeaseOp::Peek).await),
+        (true, 0, 0, 10_000)
+    );
+    assert_eq!(leases(&server, &limit.key), 1);
     assert!(
         rl.release(&limit, "never-held").await.allowed,
         "releasing an unknown id is no error"
@@ -94,11 +94,22 @@ async fn lease_calls() {
     // a expires at +11 s: reclaimed, and its heartbeat is denied (its slot may be gone).
     clock.advance_ms(6000);
     assert!(!rl.heartbeat(&limit, "a").await.allowed);
-    assert_eq!(leases(&server, &limit.key), 0);
-    rl.acquire(&limit, "d").await;
+    assert_eq!(
+        numbers(&rl.concurrency(&limit, LeaseOp::Peek).await),
+        (true, 1, 0, 10_000)
+    );
+    assert_eq!(
+        numbers(&rl.acquire(&limit, "d").await),
+        (true, 1, 0, 10_000)
+    );
+    assert_eq!(
+        leases(&server, &limit.key),
+        1,
+        "the expired lease was trimmed by the acquire"
+    );
     assert_eq!(
         numbers(&rl.concurrency(&limit, LeaseOp::Reset).await),
-        (true, 1, 0, 0)
+        (true, 1, 0, 10_000)
     );
     let exists: u64 = server.query(redis::cmd("EXISTS").arg(&limit.key));
     assert_eq!(exists, 0);
