@@ -351,24 +351,14 @@ fn respond<B: From<&'static str>>(
 
 fn add_headers<B>(response: &mut Response<B>, headers: Headers) {
     for (name, value) in headers {
-        // Every value is ASCII digits and escaped printable text, so both always parse.
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            response
-                .headers_mut()
-                .insert(HeaderName::from_static(lower(name)), value);
+        // Every name is a fixed token and every value ASCII digits or escaped printable
+        // text, so both always parse.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().insert(name, value);
         }
-    }
-}
-
-fn lower(name: &'static str) -> &'static str {
-    match name {
-        "RateLimit-Policy" => "ratelimit-policy",
-        "RateLimit" => "ratelimit",
-        "Retry-After" => "retry-after",
-        "X-RateLimit-Limit" => "x-ratelimit-limit",
-        "X-RateLimit-Remaining" => "x-ratelimit-remaining",
-        "X-RateLimit-Reset" => "x-ratelimit-reset",
-        _ => "x-ratelimit-unknown",
     }
 }
 

@@ -362,3 +362,43 @@ async fn layer_concurrency_option() {
         "its late release is no error"
     );
 }
+
+#[tokio::test]
+async fn concurrency_alone() {
+    // No rate limit at all: the layer acquires the lease directly (no RL.ALL).
+    let server = Server::start();
+    if !has(&server, "RL.CONCURRENCY") {
+        return;
+    }
+    let clock = FakeClock::new();
+    let layer = RateLimitLayer::new(limiter(&server, &clock), [])
+        .pseudonymize(false)
+        .concurrency(Limit::concurrency(
+            "inflight",
+            "rl:solo",
+            1,
+            Duration::from_secs(5),
+        ));
+    let app = Router::new()
+        .route(
+            "/",
+            get(|Extension(d): Extension<Decision>| async move { d.remaining.to_string() }),
+        )
+        .layer(layer);
+    let response = app.clone().oneshot(request("/")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers().get("ratelimit").is_none(),
+        "no rate limit, no RateLimit item"
+    );
+    let body = axum::body::to_bytes(response.into_body(), 64)
+        .await
+        .unwrap();
+    assert_eq!(&body[..], b"0", "the handler saw its lease's decision");
+    assert_eq!(leases(&server, "rl:solo:{198.51.100.9}"), 0);
+    let all: String = server.query(redis::cmd("INFO").arg("commandstats"));
+    assert!(
+        !all.contains("cmdstat_rl.all:"),
+        "a lease alone needs no RL.ALL"
+    );
+}
