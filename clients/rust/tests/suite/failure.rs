@@ -260,3 +260,29 @@ async fn recovers_when_redis_comes_back() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn dead_cluster() {
+    // A cluster client whose nodes are all gone: the same policy, the same bound.
+    let urls = [
+        format!("redis://127.0.0.1:{}", free_port(0)),
+        format!("redis://127.0.0.1:{}", free_port(0)),
+    ];
+    let reports = Reports::default();
+    let seen = reports.0.clone();
+    let rl = RateLimiter::new(
+        redis_rl_client::connect_cluster(&urls).unwrap(),
+        FailurePolicy::Closed,
+    )
+    .on_failure(move |error, command| {
+        seen.lock()
+            .unwrap()
+            .push((command.to_string(), error.to_string()))
+    });
+    let started = Instant::now();
+    let decision = rl.check(&limit(), 1).await;
+    assert!(!decision.allowed && decision.source == Source::Failure);
+    assert_eq!(reports.seen().len(), 1);
+    assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
+    assert!(rl.pseudonym("192.0.2.1", None, None).await.is_err());
+}
