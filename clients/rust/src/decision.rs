@@ -135,7 +135,8 @@ pub(crate) fn parse_all(reply: &Value, limits: &[Limit]) -> Result<Decision, Err
 }
 
 /// RL.THROTTLE's answer, in redis-cell's shape: whole seconds, `limited` rather than
-/// allowed, and `retry_after_s = -1` when allowed.
+/// allowed, and `retry_after_s = -1` when allowed. With `Source::Failure` only `limited`
+/// (the failure policy's answer) and `error` mean anything.
 #[derive(Debug, Clone)]
 pub struct Throttle {
     pub limited: bool,
