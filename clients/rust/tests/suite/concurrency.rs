@@ -209,6 +209,10 @@ async fn throttle_as_redis_cell() {
     assert_eq!((rest.limited, rest.remaining), (false, 0));
     let limited = rl.throttle(&k, 15, 30, 60, 1).await;
     assert_eq!((limited.limited, limited.retry_after_s), (true, 2));
+    // The app clock (NOW) decides: one emission interval (2 s) later, one more passes.
+    clock.advance_ms(2000);
+    let later = rl.throttle(&k, 15, 30, 60, 1).await;
+    assert_eq!((later.limited, later.remaining), (false, 0));
     let bare = Server::bare();
     let failed = limiter(&bare, &clock).throttle(&k, 15, 30, 60, 1).await;
     assert_eq!((failed.limited, failed.source), (true, Source::Failure));
