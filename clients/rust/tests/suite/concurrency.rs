@@ -94,7 +94,10 @@ async fn lease_calls() {
     // a expires at +11 s: reclaimed, and its heartbeat is denied (its slot may be gone).
     clock.advance_ms(6000);
     let lost = rl.heartbeat(&limit, "a").await;
-    assert!(!lost.allowed && lost.never(), "waiting will not bring a lost lease back");
+    assert!(
+        !lost.allowed && lost.never(),
+        "waiting will not bring a lost lease back"
+    );
     assert_eq!(
         numbers(&rl.concurrency(&limit, LeaseOp::Peek).await),
         (true, 1, 0, 10_000)
