@@ -468,6 +468,10 @@ fn errors_instead_of_store_errors_and_nothing_written() {
         );
         assert_eq!(snapshot(&mut c), before, "RL.THROTTLE k {args} wrote");
     }
+    // Its reply is redis-cell's: it does not join RL.ALL.
+    let all = err_line(&mut c, "RL.ALL 1 THROTTLE k 5 60");
+    assert!(all.contains("unknown algorithm 'THROTTLE'"), "{all}");
+    assert_eq!(snapshot(&mut c), before);
     let _: () = redis::cmd("ZADD")
         .arg("z")
         .arg(1)
