@@ -3,9 +3,11 @@
 //! in `algo/` and one `limiter(...)` row here.
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::algo::{
-    fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog, Algorithm,
+    concurrency::Concurrency, fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog,
+    throttle::Throttle, Algorithm,
 };
 use crate::error::Result;
 use crate::server::call::{Call, Reply};
@@ -62,9 +64,53 @@ pub struct Command {
     /// The limiter algorithm a command runs (and RL.ALL can name).
     pub algorithm: Option<&'static dyn Algorithm>,
     pub docs: Docs,
-    /// Registered only when the module is loaded with `debug-commands`.
-    pub debug: bool,
+    /// Registered only when the module is loaded with this argument
+    /// (`debug-commands`, `cl-throttle`).
+    pub requires: Option<&'static str>,
     pub stats: Stats,
+    pub state: State,
+}
+
+/// What became of a command when the module loaded.
+pub struct State(AtomicU8);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    /// Not asked for (a module argument it requires was not given).
+    Absent,
+    Registered,
+    /// The server already had a command of that name (redis-cell loaded first, a
+    /// future core command): left to it.
+    Skipped,
+}
+
+impl State {
+    pub const fn new() -> State {
+        State(AtomicU8::new(0))
+    }
+
+    pub fn set(&self, r: Registration) {
+        let n = match r {
+            Registration::Absent => 0,
+            Registration::Registered => 1,
+            Registration::Skipped => 2,
+        };
+        self.0.store(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> Registration {
+        match self.0.load(Ordering::Relaxed) {
+            1 => Registration::Registered,
+            2 => Registration::Skipped,
+            _ => Registration::Absent,
+        }
+    }
+}
+
+impl Default for State {
+    fn default() -> State {
+        State::new()
+    }
 }
 
 const fn arg(name: &'static CStr, kind: ArgType) -> Arg {
@@ -123,6 +169,46 @@ const GCRA_ARGS: &[Arg] = &[
     MODE,
 ];
 
+/// A keyword with a value, as one choice of a `oneof`: `ACQUIRE <id>`.
+const fn keyed(name: &'static CStr, token: &'static CStr) -> Arg {
+    Arg {
+        token: Some(token),
+        ..arg(name, ArgType::String)
+    }
+}
+
+const CONCURRENCY_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"limit", ArgType::Integer),
+    arg(c"ttl", ArgType::String),
+    Arg {
+        subargs: &[
+            keyed(c"acquire", c"ACQUIRE"),
+            keyed(c"release", c"RELEASE"),
+            keyed(c"heartbeat", c"HEARTBEAT"),
+            token(c"peek", c"PEEK"),
+            token(c"reset", c"RESET"),
+        ],
+        ..arg(c"operation", ArgType::OneOf)
+    },
+    option(c"now", c"NOW", ArgType::UnixTime),
+];
+
+const THROTTLE_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"max_burst", ArgType::Integer),
+    arg(c"count", ArgType::Integer),
+    arg(c"period", ArgType::Integer),
+    Arg {
+        optional: true,
+        ..arg(c"quantity", ArgType::Integer)
+    },
+    option(c"now", c"NOW", ArgType::UnixTime),
+];
+
+const THROTTLE_SUMMARY: &CStr =
+    c"redis-cell's CL.THROTTLE: GCRA with its arguments, reply, rounding and key layout (the TAT in nanoseconds)";
+
 const fn limiter(
     name: &'static str,
     flags: &'static CStr,
@@ -143,12 +229,21 @@ const fn limiter(
             arity: -4,
             args,
         },
-        debug: false,
+        requires: None,
         stats: Stats::new(),
+        state: State::new(),
     }
 }
 
-pub static COMMANDS: [Command; 7] = [
+/// A limiter row registered only when the module gets `argument` at load.
+const fn optional(argument: &'static str, command: Command) -> Command {
+    Command {
+        requires: Some(argument),
+        ..command
+    }
+}
+
+pub static COMMANDS: [Command; 10] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -181,6 +276,35 @@ pub static COMMANDS: [Command; 7] = [
         c"O(1)",
         GCRA_ARGS,
     ),
+    limiter(
+        "rl.concurrency",
+        c"write",
+        &Concurrency,
+        c"Concurrency limiter: leases of requests in flight, each expiring on its own",
+        c"O(log(N)) with N the leases held, plus O(M) for M expired leases removed (at most 1000)",
+        CONCURRENCY_ARGS,
+    ),
+    limiter(
+        "rl.throttle",
+        c"write fast",
+        &Throttle,
+        THROTTLE_SUMMARY,
+        c"O(1)",
+        THROTTLE_ARGS,
+    ),
+    // `loadmodule libredis_rl.so cl-throttle`: the same command under redis-cell's
+    // name, so that apps keep calling CL.THROTTLE.
+    optional(
+        "cl-throttle",
+        limiter(
+            "cl.throttle",
+            c"write fast",
+            &Throttle,
+            THROTTLE_SUMMARY,
+            c"O(1)",
+            THROTTLE_ARGS,
+        ),
+    ),
     Command {
         name: "rl.all",
         flags: c"write getkeys-api",
@@ -202,6 +326,7 @@ pub static COMMANDS: [Command; 7] = [
                                 token(c"slidecount", c"SLIDECOUNT"),
                                 token(c"fixed", c"FIXED"),
                                 token(c"gcra", c"GCRA"),
+                                token(c"concurrency", c"CONCURRENCY"),
                             ],
                             ..arg(c"algorithm", ArgType::OneOf)
                         },
@@ -214,11 +339,13 @@ pub static COMMANDS: [Command; 7] = [
                     ..arg(c"limits", ArgType::Block)
                 },
                 option(c"now", c"NOW", ArgType::UnixTime),
+                option(c"lease", c"LEASE", ArgType::String),
                 MODE,
             ],
         },
-        debug: false,
+        requires: None,
         stats: Stats::new(),
+        state: State::new(),
     },
     Command {
         name: "rl.pseudonym",
@@ -240,8 +367,9 @@ pub static COMMANDS: [Command; 7] = [
                 option(c"now", c"NOW", ArgType::UnixTime),
             ],
         },
-        debug: false,
+        requires: None,
         stats: Stats::new(),
+        state: State::new(),
     },
     // Lets the tests prove that a panic inside a command becomes an error reply
     // instead of a dead server.
@@ -257,8 +385,9 @@ pub static COMMANDS: [Command; 7] = [
             arity: -1,
             args: &[],
         },
-        debug: true,
+        requires: Some("debug-commands"),
         stats: Stats::new(),
+        state: State::new(),
     },
 ];
 
@@ -267,5 +396,6 @@ pub fn algorithm(name: &[u8]) -> Option<&'static dyn Algorithm> {
     COMMANDS
         .iter()
         .filter_map(|c| c.algorithm)
+        .filter(|a| a.joins_all())
         .find(|a| name.eq_ignore_ascii_case(a.name().as_bytes()))
 }

@@ -122,11 +122,13 @@ fn command_docs_describe_every_rl_command() {
         names,
         [
             "rl.all",
+            "rl.concurrency",
             "rl.fixed",
             "rl.gcra",
             "rl.pseudonym",
             "rl.slidecount",
-            "rl.slidelog"
+            "rl.slidelog",
+            "rl.throttle"
         ]
     );
     for name in &names {
@@ -142,9 +144,15 @@ fn command_docs_describe_every_rl_command() {
                 .unwrap_or_else(|| panic!("{name}: no arguments")),
         );
         assert!(!a.is_empty(), "{name}");
-        // Every keyword option carries its token, so redis-cli can hint it.
+        // Every keyword option carries its token, so redis-cli can hint it (the
+        // positional optionals, RL.PSEUDONYM's scope and RL.THROTTLE's quantity, have
+        // none).
+        let positional = ["scope", "quantity"];
         for x in &a {
-            if x.flags.iter().any(|f| f == "optional") && x.kind != "oneof" && x.name != "scope" {
+            if x.flags.iter().any(|f| f == "optional")
+                && x.kind != "oneof"
+                && !positional.contains(&x.name.as_str())
+            {
                 assert!(
                     x.token.is_some(),
                     "{name}: optional {} without token",
@@ -216,13 +224,46 @@ fn command_docs_describe_every_rl_command() {
         .iter()
         .map(|a| a.token.clone().unwrap())
         .collect();
-    assert_eq!(algos, ["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA"]);
+    assert_eq!(
+        algos,
+        ["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA", "CONCURRENCY"]
+    );
     let tail: Vec<_> = all[2..].iter().map(shape).collect();
     assert_eq!(
         tail,
         [
             arg("now", "unix-time", Some("NOW"), true),
+            arg("lease", "string", Some("LEASE"), true),
             arg("mode", "oneof", None, true)
+        ]
+    );
+    let conc: Vec<_> = args(&docs(c, "rl.concurrency")["arguments"])
+        .iter()
+        .map(shape)
+        .collect();
+    assert_eq!(
+        conc,
+        [
+            arg("key", "key", None, false),
+            arg("limit", "integer", None, false),
+            arg("ttl", "string", None, false),
+            arg("operation", "oneof", None, false),
+            arg("now", "unix-time", Some("NOW"), true),
+        ]
+    );
+    let throttle: Vec<_> = args(&docs(c, "rl.throttle")["arguments"])
+        .iter()
+        .map(shape)
+        .collect();
+    assert_eq!(
+        throttle,
+        [
+            arg("key", "key", None, false),
+            arg("max_burst", "integer", None, false),
+            arg("count", "integer", None, false),
+            arg("period", "integer", None, false),
+            arg("quantity", "integer", None, true),
+            arg("now", "unix-time", Some("NOW"), true),
         ]
     );
 }
@@ -279,6 +320,8 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("rl.slidelog", -4, "write", true),
         ("rl.gcra", -4, "write", true),
         ("rl.all", -6, "write", true),
+        ("rl.concurrency", -4, "write", true),
+        ("rl.throttle", -4, "write", true),
         ("rl.pseudonym", -2, "readonly", false),
     ] {
         let e = &info[name];
@@ -388,7 +431,13 @@ fn redis_cli_shows_argument_hints_from_the_docs() {
     wait_for("RL.GCRA key limit window [BURST burst] [COST cost] [NOW now]");
     stdin.write_all(b"\x15RL.ALL ").unwrap();
     stdin.flush().unwrap();
-    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|GCRA key limit window [BURST burst] [COST cost]");
+    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");
+    stdin.write_all(b"\x15RL.CONCURRENCY ").unwrap();
+    stdin.flush().unwrap();
+    wait_for("RL.CONCURRENCY key limit ttl ACQUIRE acquire|RELEASE release|HEARTBEAT heartbeat|PEEK|RESET [NOW now]");
+    stdin.write_all(b"\x15RL.THROTTLE ").unwrap();
+    stdin.flush().unwrap();
+    wait_for("RL.THROTTLE key max_burst count period [quantity] [NOW now]");
     stdin.write_all(b"\x15quit\r").unwrap();
     stdin.flush().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -443,6 +492,8 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
         format!("RL.SLIDELOG {{u}}:l 5 10 NOW {T0}"),
         format!("RL.GCRA {{u}}:g 5 10 NOW {T0}"),
         format!("RL.ALL 1 GCRA {{u}}:a 5 10 NOW {T0}"),
+        format!("RL.CONCURRENCY {{u}}:c 5 10 ACQUIRE a NOW {T0}"),
+        format!("RL.THROTTLE {{u}}:t 5 10 60 NOW {T0}"),
         "RL.PSEUDONYM 192.0.2.1".to_string(),
     ];
     assert_eq!(calls.len(), names.len(), "a new command needs a call here");

@@ -170,6 +170,8 @@ fn cases(prefix: &str) -> Vec<Case> {
         format!("{count}:{}", s / 60 - 1),
     );
     let line = |cmd: &str, key: &str, tail: &str| format!("{cmd} {key} 1 60 NOW {T0}{tail}");
+    let leases = format!("{prefix}leases");
+    let lease = |op: &str| format!("RL.CONCURRENCY {leases} 1 60 {op} NOW {T0}");
     vec![
         Case {
             name: "RL.FIXED",
@@ -206,6 +208,15 @@ fn cases(prefix: &str) -> Vec<Case> {
             deny: line("RL.SLIDELOG", &log, ""),
             peek: line("RL.SLIDELOG", &log, " PEEK"),
             spend: line("RL.SLIDELOG", &log, ""),
+        },
+        Case {
+            name: "RL.CONCURRENCY",
+            keys: vec![leases.clone()],
+            written: vec![leases.clone()],
+            fill: lease("ACQUIRE a"),
+            deny: lease("ACQUIRE b"),
+            peek: lease("PEEK"),
+            spend: lease("ACQUIRE a"),
         },
     ]
 }

@@ -18,8 +18,7 @@ use super::effects::{
 use super::key::{lossy, Ctx, Key, Kind, OwnedString, RString};
 use super::log::LogState;
 use crate::algo::{
-    ceil_ms, slidelog::cutoff, Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored,
-    Verdict, Write, Writes,
+    Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored, Verdict, Write, Writes,
 };
 use crate::error::{Error, Result};
 use crate::layout::{counter_key_in, decimal, has_hash_tag, key_slot};
@@ -30,6 +29,9 @@ pub struct Limit {
     pub algorithm: &'static dyn Algorithm,
     pub key: RString,
     pub spec: Spec,
+    /// The member of the key's set the call names (a lease id), for algorithms that
+    /// use one.
+    pub member: Option<RString>,
 }
 
 /// A key's name: the base key (a command argument) or one the module made.
@@ -147,10 +149,16 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
                 key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?,
                 None,
             ),
-            KeyKind::Log => {
-                let cut = cutoff(now, limit.spec.window);
-                (None, Some(LogState::read(call, &key, name.ptr(), cut)?))
-            }
+            KeyKind::Log { expired_up_to } => (
+                None,
+                Some(LogState::read(
+                    call,
+                    &key,
+                    name.ptr(),
+                    expired_up_to,
+                    limit.member,
+                )?),
+            ),
         };
         *slot = Some(Slot {
             name,
@@ -311,16 +319,7 @@ fn expiry(call: &Call, ttl_ms: u64) -> i64 {
 
 fn apply(call: &Call, loaded: &mut Loaded, writes: &Writes) -> Result<()> {
     for write in writes.iter().flatten() {
-        let key = match *write {
-            Write::IncrBy { key, .. }
-            | Write::DecrBy { key, .. }
-            | Write::SetExpiring { key, .. }
-            | Write::Trim { key, .. }
-            | Write::Add { key, .. }
-            | Write::Expire { key, .. }
-            | Write::RemoveNewest { key, .. }
-            | Write::Delete { key } => key,
-        };
+        let key = write.key();
         let slot = loaded
             .slots
             .get_mut(key)
@@ -373,9 +372,8 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             replicate_int(ctx, c"DECRBY", name, to_i64(by))?;
             slot.announce(ctx, Event::String, c"decrby");
         }
-        Write::SetExpiring { value, ttl_us, .. } => {
-            let at = expiry(call, ceil_ms(u128::from(ttl_us)));
-            // One string is both the stored value and the replicated SET's.
+        Write::SetExpiring { value, ttl_ms, .. } => {
+            let at = expiry(call, ttl_ms);
             if integers() {
                 // SET stores the TAT as an integer, as the script's SET does.
                 slot.key = Key::closed();
@@ -384,6 +382,7 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
                 slot.signalled = true;
                 return Ok(());
             }
+            // One string is both the stored value and the replicated SET's.
             let text = OwnedString::from_i64(ctx, to_i64(value))?;
             slot.key.write_string(super::key::bytes(text.ptr))?;
             slot.key.expire_at(at)?;
@@ -417,6 +416,8 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         Write::RemoveNewest { count, cutoff, .. } => {
             super::log::remove_newest(call, slot, count, cutoff)?
         }
+        Write::SetMember { score, .. } => super::log::set_member(call, slot, score)?,
+        Write::RemoveMember { .. } => super::log::remove_member(call, slot)?,
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod leases;
 pub mod workload;
 
 // source_files() and source_hash(): the build id, computed as build.rs computes it.
@@ -106,6 +107,11 @@ impl Server {
     /// A server without the module (a replica that only applies core commands).
     pub fn start_without_module(extra: &[&str]) -> Server {
         Server::launch(extra, false)
+    }
+
+    /// A server without the module, with extra environment variables.
+    pub fn start_without_module_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::launch_full(extra, false, env)
     }
 
     /// A server with the module and extra environment variables (e.g. RL_SECRET).
