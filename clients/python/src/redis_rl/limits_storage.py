@@ -168,7 +168,8 @@ def _raised(settings: _Settings, decision: Decision) -> Decision:
 
 def _spent(settings: _Settings, decision: Decision, limit: Limit) -> bool:
     """The hit's answer: the module's, the failure policy's, or shadow mode's."""
-    return settings.shadow.passes(_raised(settings, decision), limit.key)
+    label = f"{limit.algorithm} {limit.key.rsplit(':', 1)[-1]}"  # e.g. "SLIDELOG 5/1/minute"
+    return settings.shadow.passes(_raised(settings, decision), limit.key, label)
 
 
 def _hit_count(settings: _Settings, decision: Decision, limit: Limit) -> int:

@@ -15,6 +15,7 @@ from .cache import PseudonymCache
 from .client import AsyncRateLimiter, LimiterUnavailable, RateLimiter
 from .headers import Headers, ratelimit_headers
 from .limits import Decision, Limit
+from .shadow import Shadow, ShadowHandler
 
 Scope = Dict[str, Any]
 Message = Dict[str, Any]
@@ -29,6 +30,11 @@ UNKNOWN_CLIENT = "unknown"
 
 def keyed(limits: Sequence[Limit], identity: str) -> List[Limit]:
     return [limit.with_key(f"{limit.key}:{{{identity}}}") for limit in limits]
+
+
+def _denied_by(decision: Decision) -> str:
+    """The names of the limits that deny: shadow mode's label (never the client)."""
+    return ", ".join(p.limit.name for p in (decision.parts or (decision,)) if not p.allowed and p.limit)
 
 
 def _refusal(decision: Decision, headers: Headers) -> Tuple[int, Headers, bytes]:
@@ -46,7 +52,10 @@ class RateLimitMiddleware:
     """ASGI middleware (Starlette, FastAPI or any ASGI app) on an `AsyncRateLimiter`.
 
     `identify(scope)` returns the client's identity; the default is the
-    RL.PSEUDONYM of the peer IP, looked up once per IP and UTC day.
+    RL.PSEUDONYM of the peer IP, looked up once per IP and UTC day. `shadow=True`
+    lets would-be-limited requests through with their real headers, reported to
+    `on_shadow(decision, path)` (default: a warning on the `redis_rl` logger) and
+    counted in `self.shadow`.
     """
 
     def __init__(
@@ -58,6 +67,8 @@ class RateLimitMiddleware:
         identify: Optional[Callable[[Scope], Awaitable[str]]] = None,
         legacy_headers: bool = False,
         pseudonyms: Optional[PseudonymCache] = None,
+        shadow: bool = False,
+        on_shadow: Optional[ShadowHandler] = None,
     ) -> None:
         if not limits:
             raise ValueError("at least one limit")
@@ -67,6 +78,7 @@ class RateLimitMiddleware:
         self.identify = identify or self.client_pseudonym
         self.legacy_headers = legacy_headers
         self.pseudonyms = pseudonyms or PseudonymCache()
+        self.shadow = Shadow(shadow, on_shadow)
 
     async def client_pseudonym(self, scope: Scope) -> str:
         client = scope.get("client")
@@ -94,7 +106,7 @@ class RateLimitMiddleware:
             return
         decision = await self.decide(scope)
         headers = ratelimit_headers(decision, legacy=self.legacy_headers)
-        if not decision.allowed:
+        if not self.shadow.passes(decision, scope.get("path", ""), _denied_by(decision)):
             status, all_headers, body = _refusal(decision, headers)
             await send({"type": "http.response.start", "status": status, "headers": _raw(all_headers)})
             await send({"type": "http.response.body", "body": body})
@@ -115,7 +127,7 @@ def _raw(headers: Headers) -> List[Tuple[bytes, bytes]]:
 
 class WSGIRateLimitMiddleware:
     """The WSGI counterpart, on a sync `RateLimiter`; the default identity is the
-    RL.PSEUDONYM of REMOTE_ADDR."""
+    RL.PSEUDONYM of REMOTE_ADDR. `shadow` and `on_shadow` as for the ASGI one."""
 
     _REASONS = {429: "Too Many Requests", 503: "Service Unavailable"}
 
@@ -128,6 +140,8 @@ class WSGIRateLimitMiddleware:
         identify: Optional[Callable[[Dict[str, Any]], str]] = None,
         legacy_headers: bool = False,
         pseudonyms: Optional[PseudonymCache] = None,
+        shadow: bool = False,
+        on_shadow: Optional[ShadowHandler] = None,
     ) -> None:
         if not limits:
             raise ValueError("at least one limit")
@@ -137,6 +151,7 @@ class WSGIRateLimitMiddleware:
         self.identify = identify or self.client_pseudonym
         self.legacy_headers = legacy_headers
         self.pseudonyms = pseudonyms or PseudonymCache()
+        self.shadow = Shadow(shadow, on_shadow)
 
     def client_pseudonym(self, environ: Dict[str, Any]) -> str:
         ip = environ.get("REMOTE_ADDR") or UNKNOWN_CLIENT
@@ -160,7 +175,7 @@ class WSGIRateLimitMiddleware:
     def __call__(self, environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         decision = self.decide(environ)
         headers = ratelimit_headers(decision, legacy=self.legacy_headers)
-        if not decision.allowed:
+        if not self.shadow.passes(decision, environ.get("PATH_INFO", ""), _denied_by(decision)):
             status, all_headers, body = _refusal(decision, headers)
             start_response(f"{status} {self._REASONS[status]}", all_headers)
             return [body]

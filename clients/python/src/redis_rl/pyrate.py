@@ -84,7 +84,7 @@ class RedisRLBucket(AbstractBucket):
         return self._settle(item, await self.limiter.check_all(self._limits, item.weight))
 
     def _settle(self, item: RateItem, decision: Decision) -> bool:
-        admitted = self.shadow.passes(decision, self.key)
+        admitted = self.shadow.passes(decision, self.key, ", ".join(limit.name for limit in self._limits))
         if admitted:
             self.failing_rate, self._wait_ms = None, 0
         else:

@@ -26,24 +26,26 @@ def _log_denial(decision: Decision, what: str) -> None:
 
 
 class Shadow:
-    """`passes(decision, what)` says whether a request goes through: allowed, or
-    denied by a limit while shadow mode is on (then reported to `on_denial`,
-    default a warning on the `redis_rl` logger, and counted in `denials` and
-    `by_what`). A failure-policy decision is not a limit's: it is left as it is."""
+    """`passes(decision, what, label)` says whether a request goes through: allowed,
+    or denied by a limit while shadow mode is on. Then it is reported to
+    `on_denial(decision, what)` (default: a warning on the `redis_rl` logger) and
+    counted in `denials` and in `by_label`, by a label of bounded cardinality (the
+    limit, never the client). A failure-policy decision is not a limit's: it is
+    left as it is."""
 
     def __init__(self, enabled: bool = False, on_denial: Optional[ShadowHandler] = None) -> None:
         self.enabled = bool(enabled)
         self.on_denial = on_denial or _log_denial
         self.denials = 0
-        self.by_what: Counter[str] = Counter()
+        self.by_label: Counter[str] = Counter()
 
-    def passes(self, decision: Decision, what: str) -> bool:
+    def passes(self, decision: Decision, what: str, label: str) -> bool:
         if decision.allowed:
             return True
         if not self.enabled or decision.error is not None:
             return False
         self.denials += 1
-        self.by_what[what] += 1
+        self.by_label[label] += 1
         try:
             self.on_denial(decision, what)
         except Exception:  # a broken reporter must not take the request down with it
