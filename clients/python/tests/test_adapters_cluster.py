@@ -11,13 +11,14 @@ from flask_limiter import Limiter as FlaskLimiter
 from limits import parse
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindow
 from limits.storage import storage_from_string
-from pyrate_limiter import Duration, Limiter, Rate
+from pyrate_limiter import Duration, Rate
 
 import redis_rl.limits_storage  # noqa: F401
 from conftest import Cluster, FakeClock
 from redis_rl import FailurePolicy, RateLimiter, connect
 from redis_rl.pyrate import RedisRLBucketFactory
 from test_cluster import TAGS, reset_stats, server_counts
+from test_pyrate import acquire, make_limiter
 
 
 def totals(cluster: Cluster) -> List[Dict[str, int]]:
@@ -62,10 +63,9 @@ def test_async_limits_storage_on_the_cluster(cluster: Cluster) -> None:
 
 def test_pyrate_factory_on_the_cluster(cluster: Cluster) -> None:
     kit = RateLimiter(connect(cluster.url, cluster=True), failure=FailurePolicy.CLOSED, clock=FakeClock())
-    limiter = Limiter(RedisRLBucketFactory([Rate(2, Duration.SECOND), Rate(5, Duration.MINUTE)], kit))
-    kwargs: Dict[str, Any] = {"blocking": False} if "blocking" in Limiter.try_acquire.__code__.co_varnames else {}
+    limiter = make_limiter(RedisRLBucketFactory([Rate(2, Duration.SECOND), Rate(5, Duration.MINUTE)], kit))
     reset_stats(cluster)
-    results = [bool(limiter.try_acquire(tag, **kwargs)) for tag in TAGS for _ in range(3)]
+    results = [acquire(limiter, tag) for tag in TAGS for _ in range(3)]
     assert results == [True, True, False] * len(TAGS)
     assert totals(cluster) == [{"moved": 0, "ask": 0, "getkeys": 0}] * 3
     counts = server_counts(cluster)

@@ -31,6 +31,13 @@ except ImportError:  # the compat run (pyrate-limiter 3.9) does not install it
 needs_fastapi_limiter = pytest.mark.skipif(not FASTAPI_LIMITER, reason="fastapi-limiter 0.2 needs pyrate-limiter 4")
 
 
+def make_limiter(argument: Any, **kwargs: Any) -> Limiter:
+    """pyrate's Limiter answering False on a full bucket (3.9 raises by default; 4 never does)."""
+    if not PYRATE_4:
+        kwargs.setdefault("raise_when_fail", False)
+    return Limiter(argument, **kwargs)
+
+
 class PyrateClock:
     """pyrate 3.9's clock interface (unix ms), on the test's stepped clock."""
 
@@ -46,8 +53,8 @@ def stock_limiter(server: Server, key: str, rates: List[Rate], clock: FakeClock)
     bucket = RedisBucket.init(rates, redis.Redis(port=server.port), key)
     if PYRATE_4:
         bucket.now = lambda: clock() // 1000  # pyrate 4 stamps items with the bucket's clock
-        return Limiter(bucket)
-    return Limiter(bucket, clock=PyrateClock(clock))  # type: ignore[call-arg]
+        return make_limiter(bucket)
+    return make_limiter(bucket, clock=PyrateClock(clock))
 
 
 def rl_calls(server: Server) -> Dict[str, int]:
@@ -64,7 +71,7 @@ def test_put_is_one_rl_all_over_the_rates(server: Server, clock: FakeClock) -> N
     kit = RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock)
     bucket = RedisRLBucket([Rate(5, Duration.MINUTE), Rate(3, Duration.SECOND)], kit, "rl:pyrate:{rl-all}",
                            algorithm="slidelog")
-    limiter = Limiter(bucket, raise_when_fail=False) if not PYRATE_4 else Limiter(bucket)
+    limiter = make_limiter(bucket)
     server.client().config_resetstat()
     assert [acquire(limiter, "x") for _ in range(4)] == [True, True, True, False]
     assert (bucket.failing_rate.limit, bucket.failing_rate.interval) == (3, 1000)
@@ -92,7 +99,7 @@ def test_boundary_burst_stock_vs_ours(server: Server, clock: FakeClock) -> None:
     results = {"stock": stepped_burst(clock, lambda: acquire(stock, "x"))}
     for algorithm in ("slidecount", "slidelog"):
         kit = RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock)
-        ours = Limiter(RedisRLBucketFactory(rates, kit, prefix=f"rl:burst-{algorithm}", algorithm=algorithm))
+        ours = make_limiter(RedisRLBucketFactory(rates, kit, prefix=f"rl:burst-{algorithm}", algorithm=algorithm))
         results[algorithm] = stepped_burst(clock, lambda: acquire(ours, "x"))
     print(f"\npyrate-limiter boundary burst: {results}")
     assert results == {"stock": 8, "slidecount": 9, "slidelog": 8}
@@ -116,7 +123,7 @@ def test_shadow_mode(server: Server, clock: FakeClock) -> None:
 
     factory = RedisRLBucketFactory([Rate(2, Duration.MINUTE)], kit, prefix="rl:shadow",
                                    shadow=Shadow(True, lambda d, what: seen.append(what)))
-    limiter = Limiter(factory)
+    limiter = make_limiter(factory)
     assert [acquire(limiter, "x") for _ in range(4)] == [True] * 4
     assert factory.shadow.denials == 2 and seen == ["rl:shadow:{x}"] * 2
     assert kit.peek(factory.get(factory.wrap_item("x"))._limits[0]).allowed is False  # the real state
@@ -131,7 +138,7 @@ def test_restart_under_traffic_stock_noscript_ours_nothing_lost(persistent: Pers
     reports = Reports()
     kit = RateLimiter(connect(persistent.url), failure=FailurePolicy.CLOSED, on_failure=reports, clock=clock)
     factory = RedisRLBucketFactory([Rate(30, Duration.MINUTE)], kit, prefix="rl:restart")
-    ours = Limiter(factory)
+    ours = make_limiter(factory)
     with Traffic(lambda: acquire(ours, "x")) as traffic:
         wait_for(lambda: traffic.results.count(True) >= 10)
         persistent.restart()
@@ -159,7 +166,7 @@ class TestFastAPILimiter:
 
     def test_limit_holds_and_the_429(self, server: Server, clock: FakeClock) -> None:
         kit = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.CLOSED, clock=clock)
-        with self.app(Limiter(RedisRLBucketFactory([Rate(5, Duration.MINUTE)], kit, prefix="rl:fastapi"))) as client:
+        with self.app(make_limiter(RedisRLBucketFactory([Rate(5, Duration.MINUTE)], kit, prefix="rl:fastapi"))) as client:
             responses = [client.get("/") for _ in range(7)]
         assert [r.status_code for r in responses] == [200] * 5 + [429] * 2
         assert responses[-1].json() == {"detail": "Too Many Requests"}
@@ -173,7 +180,7 @@ class TestFastAPILimiter:
             results = {"stock": stepped_burst(clock, lambda: stock.get("/").status_code == 200)}
         for algorithm in ("slidecount", "slidelog"):
             kit = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.CLOSED, clock=clock)
-            limiter = Limiter(RedisRLBucketFactory(rates, kit, prefix=f"rl:fa-{algorithm}", algorithm=algorithm))
+            limiter = make_limiter(RedisRLBucketFactory(rates, kit, prefix=f"rl:fa-{algorithm}", algorithm=algorithm))
             with self.app(limiter) as client:
                 results[algorithm] = stepped_burst(clock, lambda: client.get("/").status_code == 200)
         print(f"\nfastapi-limiter boundary burst: {results}")
@@ -183,7 +190,7 @@ class TestFastAPILimiter:
     def test_dead_redis(self, policy: FailurePolicy, status: int) -> None:
         reports = Reports()
         kit = AsyncRateLimiter(connect_async(f"redis://127.0.0.1:{free_port()}"), failure=policy, on_failure=reports)
-        with self.app(Limiter(RedisRLBucketFactory([Rate(5, Duration.MINUTE)], kit))) as client:
+        with self.app(make_limiter(RedisRLBucketFactory([Rate(5, Duration.MINUTE)], kit))) as client:
             assert [client.get("/").status_code for _ in range(2)] == [status] * 2
         assert len(reports.seen) == 2
 
@@ -192,7 +199,7 @@ class TestFastAPILimiter:
         kit = AsyncRateLimiter(connect_async(persistent.url), failure=FailurePolicy.CLOSED, on_failure=reports,
                                clock=clock)
         factory = RedisRLBucketFactory([Rate(30, Duration.MINUTE)], kit, prefix="rl:fa-restart")
-        with self.app(Limiter(factory)) as client, Traffic(lambda: client.get("/").status_code) as traffic:
+        with self.app(make_limiter(factory)) as client, Traffic(lambda: client.get("/").status_code) as traffic:
             wait_for(lambda: traffic.results.count(200) >= 10)
             persistent.restart()
             back = len(traffic.results)
@@ -203,7 +210,7 @@ class TestFastAPILimiter:
     def test_shadow(self, server: Server, clock: FakeClock) -> None:
         kit = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.CLOSED, clock=clock)
         factory = RedisRLBucketFactory([Rate(2, Duration.MINUTE)], kit, prefix="rl:fa-shadow", shadow=True)
-        with self.app(Limiter(factory)) as client:
+        with self.app(make_limiter(factory)) as client:
             assert [client.get("/").status_code for _ in range(4)] == [200] * 4
         assert factory.shadow.denials == 2
 
@@ -211,7 +218,7 @@ class TestFastAPILimiter:
 def test_async_bucket_in_pyrates_limiter(server: Server, clock: FakeClock) -> None:
     async def scenario() -> List[bool]:
         kit = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.CLOSED, clock=clock)
-        limiter = Limiter(RedisRLBucketFactory([Rate(2, Duration.MINUTE)], kit, prefix="rl:async"))
+        limiter = make_limiter(RedisRLBucketFactory([Rate(2, Duration.MINUTE)], kit, prefix="rl:async"))
         kwargs: Dict[str, Any] = {"blocking": False} if PYRATE_4 else {}
         out = [await limiter.try_acquire_async("x", **kwargs) for _ in range(3)]
         await kit.client.aclose()
