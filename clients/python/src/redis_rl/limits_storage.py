@@ -159,6 +159,13 @@ def _until_s(decision: Decision, limit: Limit) -> float:
     return max(ms, 0) / 1000
 
 
+def _at(settings: _Settings, decision: Decision, limit: Limit) -> float:
+    """The stats' reset as a unix time. The clock is read after the reply: the server
+    decided no later, so the time is never early (a library that rounds it down, as
+    Flask-Limiter's Retry-After does, would otherwise lose a whole second)."""
+    return settings.now() + _until_s(decision, limit)
+
+
 def _raised(settings: _Settings, decision: Decision) -> Decision:
     """Without a failure policy of ours, the library's own switch decides: raise."""
     if decision.error is not None and settings.failure is None:
@@ -222,7 +229,7 @@ class RedisRLStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
 
     def get_expiry(self, key: str) -> float:
         limit = self.keys.limit(self.settings.algorithm, key)
-        return self.settings.now() + _until_s(self._peek(limit), limit)
+        return _at(self.settings, self._peek(limit), limit)
 
     def check(self) -> bool:
         try:
@@ -247,7 +254,7 @@ class RedisRLStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         lim = self.keys.limit("SLIDELOG", key, limit, expiry)
         decision = self._peek(lim)
-        return self.settings.now() + _until_s(decision, lim) - expiry, _count(decision, lim)
+        return _at(self.settings, decision, lim) - expiry, _count(decision, lim)
 
     # The sliding-window-counter strategy, on RL.SLIDECOUNT.
     def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
@@ -301,7 +308,7 @@ class AsyncRedisRLStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWi
 
     async def get_expiry(self, key: str) -> float:
         limit = self.keys.limit(self.settings.algorithm, key)
-        return self.settings.now() + _until_s(await self._peek(limit), limit)
+        return _at(self.settings, await self._peek(limit), limit)
 
     async def check(self) -> bool:
         try:
@@ -325,7 +332,7 @@ class AsyncRedisRLStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWi
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         lim = self.keys.limit("SLIDELOG", key, limit, expiry)
         decision = await self._peek(lim)
-        return self.settings.now() + _until_s(decision, lim) - expiry, _count(decision, lim)
+        return _at(self.settings, decision, lim) - expiry, _count(decision, lim)
 
     async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         return await self._hit(self.keys.limit("SLIDECOUNT", key, limit, expiry), amount)
