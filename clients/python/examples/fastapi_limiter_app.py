@@ -5,7 +5,6 @@ sends three requests in-process."""
 import os
 
 import redis
-
 from fastapi import Depends, FastAPI
 from fastapi_limiter.depends import RateLimiter
 from pyrate_limiter import Duration, Limiter, Rate
