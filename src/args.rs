@@ -64,6 +64,8 @@ pub struct Request {
     /// Explicit decision time in unix microseconds; `None` means the server clock.
     pub now: Option<u64>,
     pub mode: Mode,
+    /// Position (among the parsed arguments) of the member the call names: a lease id.
+    pub member: Option<usize>,
 }
 
 /// Parses `<limit> <window> [options...]` (the arguments after the key).
@@ -83,7 +85,7 @@ pub fn parse_limiter(
     let mut rest = options.iter();
     while let Some(option) = rest.next() {
         let name = keyword(option)
-            .filter(|&name| name != "BURST" || accepts_burst)
+            .filter(|&name| (name != "BURST" || accepts_burst) && name != "LEASE")
             .ok_or_else(|| unknown(option))?;
         let mut value = || rest.next().ok_or(Error::MissingValue(name));
         match name {
@@ -98,16 +100,15 @@ pub fn parse_limiter(
         spec,
         now,
         mode: mode.unwrap_or(Mode::Spend),
+        member: None,
     })
 }
 
-fn parse_spec(limit: &[u8], window: &[u8]) -> Result<Spec> {
-    Ok(Spec {
-        limit: parse_amount("limit", limit)?,
-        window: parse_window(window)?,
-        cost: 1,
-        burst: None,
-    })
+pub fn parse_spec(limit: &[u8], window: &[u8]) -> Result<Spec> {
+    Ok(Spec::new(
+        parse_amount("limit", limit)?,
+        parse_window(window)?,
+    ))
 }
 
 /// PEEK, REFUND and RESET: at most one of them.
@@ -140,13 +141,22 @@ pub struct LimitArgs {
     pub spec: Spec,
 }
 
+/// A parsed RL.ALL call.
+pub struct AllRequest {
+    pub limits: Vec<LimitArgs>,
+    pub now: Option<u64>,
+    pub mode: Mode,
+    /// Position of the `LEASE` id among the arguments, for CONCURRENCY limits.
+    pub lease: Option<usize>,
+}
+
 /// `RL.ALL <numlimits> <algo> <key> <limit> <window> [BURST b] [COST n] ... [NOW t]
-/// [PEEK|REFUND|RESET]`, the arguments after the command name. `algorithm` finds an
-/// algorithm by its name.
+/// [LEASE id] [PEEK|REFUND|RESET]`, the arguments after the command name.
+/// `algorithm` finds an algorithm by its name.
 pub fn parse_all(
     args: &[&[u8]],
     algorithm: impl Fn(&[u8]) -> Option<&'static dyn Algorithm>,
-) -> Result<(Vec<LimitArgs>, Option<u64>, Mode)> {
+) -> Result<AllRequest> {
     let Some((count, _)) = args.split_first() else {
         return Err(Error::WrongArity("rl.all"));
     };
@@ -194,6 +204,7 @@ pub fn parse_all(
     }
     let mut now = None;
     let mut mode = None;
+    let mut lease = None;
     while let Some(option) = word(at) {
         let name = keyword(option).ok_or_else(|| unknown(option))?;
         if matches!(name, "COST" | "BURST") {
@@ -206,6 +217,10 @@ pub fn parse_all(
                 parse_now(word(at + 1).ok_or(Error::MissingValue(name))?)?,
             )?;
             at += 2;
+        } else if name == "LEASE" {
+            word(at + 1).ok_or(Error::MissingValue(name))?;
+            set_once(&mut lease, name, at + 1)?;
+            at += 2;
         } else {
             set_mode(&mut mode, name)?;
             at += 1;
@@ -217,7 +232,20 @@ pub fn parse_all(
             return Err(Error::DuplicateKey(lossy(word(a.key).unwrap_or_default())));
         }
     }
-    Ok((limits, now, mode.unwrap_or(Mode::Spend)))
+    let mode = mode.unwrap_or(Mode::Spend);
+    let leased = limits.iter().any(|l| l.algorithm.uses_member());
+    if lease.is_some() && !leased {
+        return Err(Error::LeaseWithoutConcurrency);
+    }
+    if leased && lease.is_none() && matches!(mode, Mode::Spend | Mode::Refund) {
+        return Err(Error::MissingLease);
+    }
+    Ok(AllRequest {
+        limits,
+        now,
+        mode,
+        lease,
+    })
 }
 
 fn lossy(bytes: &[u8]) -> String {
@@ -226,7 +254,7 @@ fn lossy(bytes: &[u8]) -> String {
 
 /// An option keyword, matched case-insensitively as Redis matches its own options.
 fn keyword(option: &[u8]) -> Option<&'static str> {
-    ["COST", "NOW", "PEEK", "REFUND", "RESET", "BURST"]
+    ["COST", "NOW", "PEEK", "REFUND", "RESET", "BURST", "LEASE"]
         .into_iter()
         .find(|name| option.eq_ignore_ascii_case(name.as_bytes()))
 }
@@ -235,7 +263,7 @@ fn unknown(option: &[u8]) -> Error {
     Error::UnknownOption(lossy(option))
 }
 
-fn set_once<T>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<()> {
+pub fn set_once<T>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<()> {
     if slot.is_some() {
         return Err(Error::RepeatedOption(name));
     }
@@ -409,6 +437,10 @@ mod tests {
             Err(Error::UnknownOption("BURST".into()))
         );
         assert_eq!(parse(&["10"]), Err(Error::WrongArity("rl.test")));
+        assert_eq!(
+            parse(&["10", "1s", "LEASE", "x"]),
+            Err(Error::UnknownOption("LEASE".into()))
+        );
     }
 
     #[test]
@@ -476,11 +508,12 @@ mod tests {
     }
 
     fn algorithm(name: &[u8]) -> Option<&'static dyn Algorithm> {
-        const ALGORITHMS: [&dyn Algorithm; 4] = [
+        const ALGORITHMS: [&dyn Algorithm; 5] = [
             &crate::algo::fixed::Fixed,
             &crate::algo::slidecount::SlideCount,
             &crate::algo::slidelog::SlideLog,
             &crate::algo::gcra::Gcra,
+            &crate::algo::concurrency::Concurrency,
         ];
         ALGORITHMS
             .into_iter()
@@ -489,7 +522,7 @@ mod tests {
 
     fn all(args: &str) -> Result<(Vec<LimitArgs>, Option<u64>, Mode)> {
         let words: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
-        parse_all(&words, algorithm)
+        parse_all(&words, algorithm).map(|r| (r.limits, r.now, r.mode))
     }
 
     #[test]
@@ -542,6 +575,25 @@ mod tests {
     }
 
     #[test]
+    fn all_takes_the_lease_for_concurrency_limits() -> Result<()> {
+        let words: Vec<&[u8]> =
+            "2 concurrency {u}:c 5 30s fixed {u}:f 100 60 LEASE req-7 NOW 1764480000000000"
+                .split(' ')
+                .map(str::as_bytes)
+                .collect();
+        let r = parse_all(&words, algorithm)?;
+        assert_eq!(
+            (r.lease, r.mode, r.limits.len()),
+            (Some(10), Mode::Spend, 2)
+        );
+        assert_eq!(words[10], b"req-7");
+        // PEEK and RESET need no lease.
+        assert!(all("1 concurrency k 5 30 PEEK").is_ok());
+        assert!(all("1 concurrency k 5 30 RESET").is_ok());
+        Ok(())
+    }
+
+    #[test]
     fn all_refuses_every_malformed_part() {
         for (args, error) in [
             ("0 fixed k 1 1", Error::BadLimitCount(MAX_LIMITS)),
@@ -562,6 +614,14 @@ mod tests {
             ),
             ("1 fixed k 1 1 PEEK REFUND", Error::ConflictingModes),
             ("1 fixed k 1 1 FOO", Error::UnknownOption("FOO".into())),
+            ("1 fixed k 1 1 LEASE x", Error::LeaseWithoutConcurrency),
+            ("1 concurrency k 1 1", Error::MissingLease),
+            ("1 concurrency k 1 1 REFUND", Error::MissingLease),
+            ("1 concurrency k 1 1 LEASE", Error::MissingValue("LEASE")),
+            (
+                "1 concurrency k 1 1 LEASE a LEASE b",
+                Error::RepeatedOption("LEASE"),
+            ),
             ("2 fixed k 1 1 gcra k 1 1", Error::DuplicateKey("k".into())),
             (
                 "1 fixed k 0 1",

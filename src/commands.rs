@@ -5,7 +5,8 @@
 use std::ffi::CStr;
 
 use crate::algo::{
-    fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog, Algorithm,
+    concurrency::Concurrency, fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog,
+    Algorithm,
 };
 use crate::error::Result;
 use crate::server::call::{Call, Reply};
@@ -123,6 +124,31 @@ const GCRA_ARGS: &[Arg] = &[
     MODE,
 ];
 
+/// A keyword with a value, as one choice of a `oneof`: `ACQUIRE <id>`.
+const fn keyed(name: &'static CStr, token: &'static CStr) -> Arg {
+    Arg {
+        token: Some(token),
+        ..arg(name, ArgType::String)
+    }
+}
+
+const CONCURRENCY_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"limit", ArgType::Integer),
+    arg(c"ttl", ArgType::String),
+    Arg {
+        subargs: &[
+            keyed(c"acquire", c"ACQUIRE"),
+            keyed(c"release", c"RELEASE"),
+            keyed(c"heartbeat", c"HEARTBEAT"),
+            token(c"peek", c"PEEK"),
+            token(c"reset", c"RESET"),
+        ],
+        ..arg(c"operation", ArgType::OneOf)
+    },
+    option(c"now", c"NOW", ArgType::UnixTime),
+];
+
 const fn limiter(
     name: &'static str,
     flags: &'static CStr,
@@ -148,7 +174,7 @@ const fn limiter(
     }
 }
 
-pub static COMMANDS: [Command; 7] = [
+pub static COMMANDS: [Command; 8] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -181,6 +207,14 @@ pub static COMMANDS: [Command; 7] = [
         c"O(1)",
         GCRA_ARGS,
     ),
+    limiter(
+        "rl.concurrency",
+        c"write",
+        &Concurrency,
+        c"Concurrency limiter: leases of requests in flight, each expiring on its own",
+        c"O(log(N)) with N the leases held, plus O(M) for M expired leases removed (at most 1000)",
+        CONCURRENCY_ARGS,
+    ),
     Command {
         name: "rl.all",
         flags: c"write getkeys-api",
@@ -202,6 +236,7 @@ pub static COMMANDS: [Command; 7] = [
                                 token(c"slidecount", c"SLIDECOUNT"),
                                 token(c"fixed", c"FIXED"),
                                 token(c"gcra", c"GCRA"),
+                                token(c"concurrency", c"CONCURRENCY"),
                             ],
                             ..arg(c"algorithm", ArgType::OneOf)
                         },
@@ -214,6 +249,7 @@ pub static COMMANDS: [Command; 7] = [
                     ..arg(c"limits", ArgType::Block)
                 },
                 option(c"now", c"NOW", ArgType::UnixTime),
+                option(c"lease", c"LEASE", ArgType::String),
                 MODE,
             ],
         },

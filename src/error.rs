@@ -83,6 +83,26 @@ pub enum Error {
     #[error("ERR RL.GCRA spaces requests at least 1 µs apart: limit may not exceed the window in microseconds ({0})")]
     RateTooHigh(u64),
 
+    #[error("ERR RL.CONCURRENCY: a lease is one slot, COST is not accepted")]
+    LeaseCost,
+
+    #[error("ERR RL.CONCURRENCY: the lease would expire after 2255 (ttl too long for NOW)")]
+    LeaseOverflow,
+
+    #[error("ERR syntax error: ACQUIRE, RELEASE, HEARTBEAT, PEEK and RESET exclude each other")]
+    ConflictingLeaseOperations,
+
+    #[error(
+        "ERR RL.CONCURRENCY needs one of ACQUIRE <id>, RELEASE <id>, HEARTBEAT <id>, PEEK or RESET"
+    )]
+    MissingLeaseOperation,
+
+    #[error("ERR RL.ALL: a CONCURRENCY limit needs the call's LEASE <id> (after the limits)")]
+    MissingLease,
+
+    #[error("ERR RL.ALL: LEASE is only for CONCURRENCY limits, and this call has none")]
+    LeaseWithoutConcurrency,
+
     #[error("ERR PREFIX6 must be a prefix length from 1 to 128")]
     BadPrefix,
 

@@ -149,9 +149,18 @@ fn parsing_never_panics() {
             );
             assert!(spec.window.ms() >= 1);
         }
-        if let Ok((limits, _, _)) = parse_all(&refs, crate::commands::algorithm) {
+        if let Ok(all) = parse_all(&refs, crate::commands::algorithm) {
+            let limits = all.limits;
             assert!(!limits.is_empty() && limits.len() as u64 <= MAX_LIMITS);
             assert!(limits.iter().all(|l| l.key < refs.len()));
+            assert!(all.lease.is_none_or(|at| at < refs.len()));
+        }
+        // Every command of the table parses its own arguments without a panic, and
+        // a member it names is one of them.
+        for a in crate::commands::COMMANDS.iter().filter_map(|c| c.algorithm) {
+            if let Ok(r) = a.parse("rl.fuzz", &refs) {
+                assert!(r.member.is_none_or(|at| at < refs.len()));
+            }
         }
         let one = token(&mut rng);
         let _ = parse_window(&one);
@@ -238,8 +247,9 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
             let spec = Spec {
                 limit: amount(&mut rng),
                 window: any_window(&mut rng),
-                cost: amount(&mut rng),
+                cost: if rng.gen() { 1 } else { amount(&mut rng) },
                 burst: (a.accepts_burst() && rng.gen()).then(|| amount(&mut rng)),
+                renew_only: rng.gen_bool(0.2),
             };
             if a.check(&spec).is_err() {
                 continue;
@@ -255,7 +265,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                     crate::algo::KeyKind::Integer => {
                         Stored::Integer(rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1))
                     }
-                    crate::algo::KeyKind::Log => Stored::Log(&log),
+                    crate::algo::KeyKind::Log { .. } => Stored::Log(&log),
                 })
                 .collect();
             let verdict = a.decide(&stored, &spec, now);
@@ -270,16 +280,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 .flatten()
             {
                 for write in w.iter().flatten() {
-                    let key = match *write {
-                        crate::algo::Write::IncrBy { key, .. }
-                        | crate::algo::Write::DecrBy { key, .. }
-                        | crate::algo::Write::SetExpiring { key, .. }
-                        | crate::algo::Write::Trim { key, .. }
-                        | crate::algo::Write::Add { key, .. }
-                        | crate::algo::Write::Expire { key, .. }
-                        | crate::algo::Write::RemoveNewest { key, .. }
-                        | crate::algo::Write::Delete { key } => key,
-                    };
+                    let key = write.key();
                     assert!(key < stored.len(), "{} writes key {key}", a.name());
                 }
             }

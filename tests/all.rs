@@ -926,9 +926,15 @@ fn cluster_routes_rl_all_by_its_shared_slot_and_refuses_crossslot() {
         tags[0], tags[1]
     );
     let before: Vec<BTreeSet<String>> = (0..3).map(|n| cluster.keys_on(n)).collect();
+    let leased = format!(
+        "RL.ALL 2 CONCURRENCY {{{}}}:a 5 10 FIXED {{{}}}:b 5 10 LEASE r NOW {T0}",
+        tags[0], tags[1]
+    );
     for node in 0..3 {
-        let e = err_line(&mut cluster.nodes[node].conn(), &line);
-        assert!(e.starts_with("CROSSSLOT"), "node {node}: {e}");
+        for line in [&line, &leased] {
+            let e = err_line(&mut cluster.nodes[node].conn(), line);
+            assert!(e.starts_with("CROSSSLOT"), "node {node}: {line}: {e}");
+        }
     }
     // The same two keys in one slot (same tag) work.
     let (total, _) = run_all(

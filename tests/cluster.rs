@@ -204,6 +204,38 @@ fn tagged_keys_route_to_their_slot_and_all_four_limiters_work_there() {
             assert_eq!(moved_slot, slot, "{line}");
             assert_eq!(addr, format!("127.0.0.1:{}", cluster.nodes[node].port));
         }
+        // The commands of other shapes too: their key is argument 1 as well.
+        for line in [
+            format!("RL.CONCURRENCY {base}:x 2 10 ACQUIRE a NOW {NOW}"),
+            format!("RL.ALL 2 CONCURRENCY {base}:c 2 10 FIXED {base}:f 2 10 LEASE a NOW {NOW}"),
+        ] {
+            let mut words = redis::Cmd::new();
+            for w in line.split_whitespace() {
+                words.arg(w);
+            }
+            let err = words
+                .query::<Value>(&mut cluster.conn(other))
+                .expect_err(&line);
+            assert_eq!(err.kind(), ErrorKind::Moved, "{line}: {err}");
+            assert_eq!(err.redirect_node().unwrap().1, slot, "{line}");
+        }
+        let lease = router.rl(&format!(
+            "RL.CONCURRENCY {base}:lease 1 10 ACQUIRE a NOW {NOW}"
+        ));
+        assert_eq!(lease, (1, 0, 0, 10_000), "on node {node}");
+        let full = router.rl(&format!(
+            "RL.CONCURRENCY {base}:lease 1 10 ACQUIRE b NOW {NOW}"
+        ));
+        assert_eq!(full.0, 0, "on node {node}");
+        let on_node: Vec<(String, u64)> = redis::cmd("ZRANGE")
+            .arg(format!("{base}:lease"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(&mut cluster.conn(node))
+            .unwrap();
+        assert_eq!(on_node, vec![("a".to_string(), NOW + 10_000_000)]);
+        let _: i64 = router.run(&["DEL", &format!("{base}:lease")]);
         let written: Vec<String> = cluster
             .keys_on(other)
             .into_iter()

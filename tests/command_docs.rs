@@ -122,6 +122,7 @@ fn command_docs_describe_every_rl_command() {
         names,
         [
             "rl.all",
+            "rl.concurrency",
             "rl.fixed",
             "rl.gcra",
             "rl.pseudonym",
@@ -216,13 +217,31 @@ fn command_docs_describe_every_rl_command() {
         .iter()
         .map(|a| a.token.clone().unwrap())
         .collect();
-    assert_eq!(algos, ["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA"]);
+    assert_eq!(
+        algos,
+        ["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA", "CONCURRENCY"]
+    );
     let tail: Vec<_> = all[2..].iter().map(shape).collect();
     assert_eq!(
         tail,
         [
             arg("now", "unix-time", Some("NOW"), true),
+            arg("lease", "string", Some("LEASE"), true),
             arg("mode", "oneof", None, true)
+        ]
+    );
+    let conc: Vec<_> = args(&docs(c, "rl.concurrency")["arguments"])
+        .iter()
+        .map(shape)
+        .collect();
+    assert_eq!(
+        conc,
+        [
+            arg("key", "key", None, false),
+            arg("limit", "integer", None, false),
+            arg("ttl", "string", None, false),
+            arg("operation", "oneof", None, false),
+            arg("now", "unix-time", Some("NOW"), true),
         ]
     );
 }
@@ -279,6 +298,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("rl.slidelog", -4, "write", true),
         ("rl.gcra", -4, "write", true),
         ("rl.all", -6, "write", true),
+        ("rl.concurrency", -4, "write", true),
         ("rl.pseudonym", -2, "readonly", false),
     ] {
         let e = &info[name];
@@ -388,7 +408,10 @@ fn redis_cli_shows_argument_hints_from_the_docs() {
     wait_for("RL.GCRA key limit window [BURST burst] [COST cost] [NOW now]");
     stdin.write_all(b"\x15RL.ALL ").unwrap();
     stdin.flush().unwrap();
-    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|GCRA key limit window [BURST burst] [COST cost]");
+    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");
+    stdin.write_all(b"\x15RL.CONCURRENCY ").unwrap();
+    stdin.flush().unwrap();
+    wait_for("RL.CONCURRENCY key limit ttl ACQUIRE acquire|RELEASE release|HEARTBEAT heartbeat|PEEK|RESET [NOW now]");
     stdin.write_all(b"\x15quit\r").unwrap();
     stdin.flush().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -443,6 +466,7 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
         format!("RL.SLIDELOG {{u}}:l 5 10 NOW {T0}"),
         format!("RL.GCRA {{u}}:g 5 10 NOW {T0}"),
         format!("RL.ALL 1 GCRA {{u}}:a 5 10 NOW {T0}"),
+        format!("RL.CONCURRENCY {{u}}:c 5 10 ACQUIRE a NOW {T0}"),
         "RL.PSEUDONYM 192.0.2.1".to_string(),
     ];
     assert_eq!(calls.len(), names.len(), "a new command needs a call here");

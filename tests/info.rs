@@ -9,11 +9,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-const COMMANDS: [&str; 6] = [
+const COMMANDS: [&str; 7] = [
     "slidelog",
     "slidecount",
     "fixed",
     "gcra",
+    "concurrency",
     "all",
     "pseudonym",
 ];

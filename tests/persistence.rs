@@ -315,3 +315,31 @@ fn aof_reload_matches_after_every_step() {
         .unwrap();
     assert_same_data("AOF reload at the end", &before, &snapshot(&mut fresh), now);
 }
+
+/// RL.CONCURRENCY in the AOF: reloaded after every step of the lease workload, the
+/// dataset is the one it replaced.
+#[test]
+fn lease_aof_reload_matches_after_every_step() {
+    let s = Server::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let mut compared = 0;
+    let tally = common::leases::lease_workload(&mut c, 0xa0f_1ea5, 300, |c, step, line| {
+        let before = snapshot(c);
+        let now = server_time_ms(c);
+        let _: () = redis::cmd("DEBUG")
+            .arg("LOADAOF")
+            .query(c)
+            .expect("DEBUG LOADAOF");
+        let label = format!("AOF reload, step {step} ({line})");
+        compared += assert_same_keys(&label, &before, &snapshot(c), now).len();
+    });
+    eprintln!("{compared} key comparisons, {tally:?}");
+    assert!(compared > 300, "{compared}");
+}

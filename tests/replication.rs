@@ -273,3 +273,42 @@ fn replicas_match_the_primary_after_every_step() {
     assert_same_data("with", &on_primary, &snapshot(&mut r1), now);
     assert_same_data("without", &on_primary, &snapshot(&mut r2), now);
 }
+
+/// RL.CONCURRENCY's effects (ZADD with absolute scores, ZREM, ZREMRANGEBYSCORE,
+/// PEXPIREAT, DEL) leave both replicas identical to the primary after every step,
+/// whatever their clocks say: leases acquired, renewed, released and expired on a
+/// stepped NOW, and 2,500 expired leases reclaimed in two calls.
+#[test]
+fn lease_replicas_match_the_primary_after_every_step() {
+    let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = primary.port.to_string();
+    let replica_of = ["--replicaof", "127.0.0.1", port.as_str()];
+    let with = Server::start_with(&replica_of);
+    let without = Server::start_without_module(&replica_of);
+    wait_link(&primary, &with);
+    wait_link(&primary, &without);
+    let (mut r1, mut r2) = (with.conn(), without.conn());
+    let mut p = primary.conn();
+    let mut compared = 0;
+    let tally = common::leases::lease_workload(&mut p, 0x1ea5e, 300, |p, step, line| {
+        wait_replicas(p, 2);
+        let now = server_time_ms(p);
+        let on_primary = snapshot(p);
+        for (label, r) in [
+            ("replica with the module", &mut r1),
+            ("replica without the module", &mut r2),
+        ] {
+            let label = format!("{label}, step {step} ({line})");
+            compared += assert_same_keys(&label, &on_primary, &snapshot(r), now).len();
+        }
+    });
+    eprintln!("{compared} key comparisons, {tally:?}");
+    let applied = info(&mut r2, "commandstats");
+    for effect in ["zadd", "zrem", "zremrangebyscore", "pexpireat", "del"] {
+        assert!(
+            applied.contains(&format!("cmdstat_{effect}:")),
+            "no {effect} replicated:\n{applied}"
+        );
+    }
+    assert!(!applied.contains("cmdstat_rl."), "{applied}");
+}

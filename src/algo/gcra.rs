@@ -169,7 +169,7 @@ fn store(value: u128, now: u64) -> Result<Writes> {
         Some(Write::SetExpiring {
             key: 0,
             value,
-            ttl_us: ttl_us(value, now),
+            ttl_ms: ceil_ms(u128::from(ttl_us(value, now))),
         }),
         None,
         None,

@@ -4,12 +4,13 @@
 //! and writes back what the decision says. That keeps every rule testable exhaustively
 //! and quickly, without a server.
 
+pub mod concurrency;
 pub mod fixed;
 pub mod gcra;
 pub mod slidecount;
 pub mod slidelog;
 
-use crate::args::Window;
+use crate::args::{Request, Window};
 use crate::error::Result;
 
 /// What every limiter command replies, in this order.
@@ -46,8 +47,23 @@ pub struct Spec {
     pub limit: u64,
     pub window: Window,
     pub cost: u64,
-    /// Only accepted by algorithms that have it (GCRA).
+    /// Only accepted by algorithms that have it (GCRA, THROTTLE).
     pub burst: Option<u64>,
+    /// Spend only by renewing what the call's member already holds (CONCURRENCY's
+    /// HEARTBEAT): never take a new slot.
+    pub renew_only: bool,
+}
+
+impl Spec {
+    pub const fn new(limit: u64, window: Window) -> Spec {
+        Spec {
+            limit,
+            window,
+            cost: 1,
+            burst: None,
+            renew_only: false,
+        }
+    }
 }
 
 /// What a call does besides deciding.
@@ -76,8 +92,9 @@ pub enum KeyName {
 pub enum KeyKind {
     /// A string holding a non-negative integer, as INCRBY keeps one.
     Integer,
-    /// A sorted set of timestamps.
-    Log,
+    /// A sorted set of timestamps; members scored at or below `expired_up_to` are
+    /// out of it (the log's window start, or the leases' now).
+    Log { expired_up_to: u64 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,8 +133,8 @@ pub enum Write {
     IncrBy { key: usize, by: u64, ttl_ms: u64 },
     /// DECRBY, never below 0 (`by` is at most the value).
     DecrBy { key: usize, by: u64 },
-    /// SET to an integer, expiring `ttl_us` from the decision time.
-    SetExpiring { key: usize, value: u64, ttl_us: u64 },
+    /// SET to an integer, expiring `ttl_ms` from the server's now.
+    SetExpiring { key: usize, value: u64, ttl_ms: u64 },
     /// Remove log entries at or below `cutoff`.
     Trim { key: usize, cutoff: u64 },
     /// Add `count` log entries at `at`.
@@ -128,6 +145,28 @@ pub enum Write {
     RemoveNewest { key: usize, count: u64, cutoff: u64 },
     /// DEL, if the key exists.
     Delete { key: usize },
+    /// ZADD of the call's member at `score` (added, or moved if it is there).
+    SetMember { key: usize, score: u64 },
+    /// ZREM of the call's member.
+    RemoveMember { key: usize },
+}
+
+impl Write {
+    /// The call's key number the write is on.
+    pub fn key(&self) -> usize {
+        match *self {
+            Write::IncrBy { key, .. }
+            | Write::DecrBy { key, .. }
+            | Write::SetExpiring { key, .. }
+            | Write::Trim { key, .. }
+            | Write::Add { key, .. }
+            | Write::Expire { key, .. }
+            | Write::RemoveNewest { key, .. }
+            | Write::Delete { key }
+            | Write::SetMember { key, .. }
+            | Write::RemoveMember { key } => key,
+        }
+    }
 }
 
 /// A decision and the writes that carry it out. The writes can fail where the
@@ -142,6 +181,44 @@ pub type Writes = [Option<Write>; 3];
 
 pub const NO_WRITES: Writes = [None, None, None];
 
+/// The integers a command replies with: the four of `Decision`, or a shape of the
+/// algorithm's own (THROTTLE answers as redis-cell does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ints {
+    values: [i64; 5],
+    len: usize,
+}
+
+impl Ints {
+    pub fn new(values: &[i64]) -> Ints {
+        let mut out = Ints {
+            values: [0; 5],
+            len: 0,
+        };
+        for (slot, &v) in out.values.iter_mut().zip(values) {
+            *slot = v;
+            out.len += 1;
+        }
+        out
+    }
+
+    pub fn as_slice(&self) -> &[i64] {
+        self.values.get(..self.len).unwrap_or(&[])
+    }
+}
+
+impl Decision {
+    /// `[allowed, remaining, retry_after_ms, reset_after_ms]`.
+    pub fn ints(&self) -> Ints {
+        Ints::new(&[
+            i64::from(self.allowed),
+            i64::try_from(self.remaining).unwrap_or(i64::MAX),
+            self.retry_after_ms,
+            i64::try_from(self.reset_after_ms).unwrap_or(i64::MAX),
+        ])
+    }
+}
+
 /// A rate-limiting algorithm: which keys it uses, and a pure decision over what they
 /// hold. Reading, writing, replicating and notifying are the engine's, the same for
 /// every algorithm, so that RL.ALL, REFUND and RESET are written once.
@@ -151,6 +228,23 @@ pub trait Algorithm: Sync {
 
     fn accepts_burst(&self) -> bool {
         false
+    }
+
+    /// Whether a call names a member of the algorithm's sorted set (a lease id):
+    /// the engine then reads that member's score for `decide`.
+    fn uses_member(&self) -> bool {
+        false
+    }
+
+    /// The arguments after the key, for the algorithm's own command. Most share
+    /// `<limit> <window> [options]`; a command of another shape parses its own.
+    fn parse(&self, command: &'static str, args: &[&[u8]]) -> Result<Request> {
+        crate::args::parse_limiter(command, args, self.accepts_burst())
+    }
+
+    /// What the algorithm's own command replies.
+    fn reply(&self, decision: &Decision, _spec: &Spec) -> Ints {
+        decision.ints()
     }
 
     /// Checks of the arguments beyond what every limiter accepts.

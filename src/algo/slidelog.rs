@@ -22,6 +22,14 @@ pub trait Log {
     /// Timestamp (µs) of the `n`-th oldest entry in the window, counting from 1.
     fn nth_oldest(&self, n: u64) -> Option<i64>;
     fn newest(&self) -> Option<i64>;
+    /// The score of the call's member, if the set holds it inside the window.
+    fn member_score(&self) -> Option<i64> {
+        None
+    }
+    /// The newest entry's timestamp among those other than the call's member.
+    fn newest_except_member(&self) -> Option<i64> {
+        self.newest()
+    }
 }
 
 /// The greatest timestamp that is already out of the window at `now`.
@@ -126,11 +134,13 @@ impl Algorithm for SlideLog {
         Ok(())
     }
 
-    fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
+    fn keys(&self, spec: &Spec, now: u64) -> Keys {
         [
             Some(KeyUse {
                 name: KeyName::Base,
-                kind: KeyKind::Log,
+                kind: KeyKind::Log {
+                    expired_up_to: cutoff(now, spec.window),
+                },
                 written: true,
             }),
             None,

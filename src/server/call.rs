@@ -12,7 +12,7 @@ use redis_module::raw;
 use super::acl::Caller;
 use super::key::{bytes, Ctx, RString};
 use super::stats::Outcome;
-use crate::algo::{Decision, Mode};
+use crate::algo::{Decision, Ints, Mode};
 use crate::commands::Command;
 use crate::error::{Error, Result};
 
@@ -32,7 +32,8 @@ pub struct Call<'a> {
 }
 
 pub enum Reply {
-    Decision(Decision),
+    /// Whether the call was admitted, and the integers it replies.
+    Ints(bool, Ints),
     /// RL.ALL: the aggregate, then one decision per limit.
     All(Decision, Vec<Decision>),
     Bulk(Vec<u8>),
@@ -163,8 +164,9 @@ pub fn run(ctx: Ctx, argv: *mut RString, argc: c_int, command: &'static Command)
         Err(Error::Panic(what))
     });
     stats.record(match &result {
-        Ok(Reply::Decision(d) | Reply::All(d, _)) if d.allowed => Outcome::Allowed,
-        Ok(Reply::Decision(_) | Reply::All(..)) => Outcome::Denied,
+        Ok(Reply::Ints(true, _)) => Outcome::Allowed,
+        Ok(Reply::All(d, _)) if d.allowed => Outcome::Allowed,
+        Ok(Reply::Ints(..) | Reply::All(..)) => Outcome::Denied,
         Ok(Reply::Bulk(_)) => Outcome::Answered,
         Err(_) => Outcome::Error,
     });
@@ -185,27 +187,31 @@ pub fn log_warning(ctx: Ctx, text: &str) {
     }
 }
 
-fn reply_decision(ctx: Ctx, d: &Decision) {
+fn reply_ints(ctx: Ctx, ints: &Ints) {
+    let values = ints.as_slice();
     // SAFETY: the reply functions only append to the calling client's reply buffer.
     unsafe {
         if let (Some(array), Some(int)) = (
             raw::RedisModule_ReplyWithArray,
             raw::RedisModule_ReplyWithLongLong,
         ) {
-            array(ctx, 4);
-            int(ctx, i64::from(d.allowed));
-            int(ctx, i64::try_from(d.remaining).unwrap_or(i64::MAX));
-            int(ctx, d.retry_after_ms);
-            int(ctx, i64::try_from(d.reset_after_ms).unwrap_or(i64::MAX));
+            array(ctx, values.len() as std::os::raw::c_long);
+            for &v in values {
+                int(ctx, v);
+            }
         }
     }
+}
+
+fn reply_decision(ctx: Ctx, d: &Decision) {
+    reply_ints(ctx, &d.ints());
 }
 
 fn reply(ctx: Ctx, result: Result<Reply>) {
     // SAFETY: the reply functions only append to the calling client's reply buffer.
     unsafe {
         match result {
-            Ok(Reply::Decision(d)) => reply_decision(ctx, &d),
+            Ok(Reply::Ints(_, ints)) => reply_ints(ctx, &ints),
             Ok(Reply::All(total, each)) => {
                 if let (Some(array), Some(int)) = (
                     raw::RedisModule_ReplyWithArray,

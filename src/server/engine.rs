@@ -13,8 +13,7 @@ use super::effects::{notify, replicate_int, replicate_key, replicate_set_pxat, E
 use super::key::{lossy, Key, Kind, OwnedString, RString};
 use super::log::LogState;
 use crate::algo::{
-    ceil_ms, slidelog::cutoff, Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored,
-    Verdict, Write, Writes,
+    Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored, Verdict, Write, Writes,
 };
 use crate::error::{Error, Result};
 use crate::layout::{counter_key, decimal, has_hash_tag, key_slot};
@@ -25,6 +24,9 @@ pub struct Limit {
     pub algorithm: &'static dyn Algorithm,
     pub key: RString,
     pub spec: Spec,
+    /// The member of the key's set the call names (a lease id), for algorithms that
+    /// use one.
+    pub member: Option<RString>,
 }
 
 /// A key's name: the base key (a command argument) or one the module made.
@@ -125,10 +127,16 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
                 key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?,
                 None,
             ),
-            KeyKind::Log => {
-                let cut = cutoff(now, limit.spec.window);
-                (None, Some(LogState::read(call, &key, name.ptr(), cut)?))
-            }
+            KeyKind::Log { expired_up_to } => (
+                None,
+                Some(LogState::read(
+                    call,
+                    &key,
+                    name.ptr(),
+                    expired_up_to,
+                    limit.member,
+                )?),
+            ),
         };
         *slot = Some(Slot {
             name,
@@ -288,16 +296,7 @@ fn expiry(call: &Call, ttl_ms: u64) -> i64 {
 
 fn apply(call: &Call, loaded: &mut Loaded, writes: &Writes) -> Result<()> {
     for write in writes.iter().flatten() {
-        let key = match *write {
-            Write::IncrBy { key, .. }
-            | Write::DecrBy { key, .. }
-            | Write::SetExpiring { key, .. }
-            | Write::Trim { key, .. }
-            | Write::Add { key, .. }
-            | Write::Expire { key, .. }
-            | Write::RemoveNewest { key, .. }
-            | Write::Delete { key } => key,
-        };
+        let key = write.key();
         let slot = loaded
             .slots
             .get_mut(key)
@@ -337,8 +336,8 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             replicate_int(ctx, c"DECRBY", name, to_i64(by))?;
             notify(ctx, Event::String, c"decrby", name);
         }
-        Write::SetExpiring { value, ttl_us, .. } => {
-            let at = expiry(call, ceil_ms(u128::from(ttl_us)));
+        Write::SetExpiring { value, ttl_ms, .. } => {
+            let at = expiry(call, ttl_ms);
             // One string is both the stored value and the replicated SET's.
             let text = OwnedString::from_i64(ctx, to_i64(value))?;
             slot.key.write_string(super::key::bytes(text.ptr))?;
@@ -373,6 +372,8 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         Write::RemoveNewest { count, cutoff, .. } => {
             super::log::remove_newest(call, slot, count, cutoff)?
         }
+        Write::SetMember { score, .. } => super::log::set_member(call, slot, score)?,
+        Write::RemoveMember { .. } => super::log::remove_member(call, slot)?,
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 use super::call::{Call, Reply, MAX_ARGS};
 use super::engine::{self, Limit};
 use super::secret::with_secret;
-use crate::args::{parse_all, parse_limiter, parse_now, parse_u64};
+use crate::args::{parse_all, parse_now, parse_u64};
 use crate::commands::{algorithm, Command};
 use crate::error::{Error, Result};
 use crate::pseudonym;
@@ -20,32 +20,41 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
         .ok_or(Error::Internal("a limiter command without an algorithm"))?;
     let mut buf = [&[][..]; MAX_ARGS];
     let args = call.args_from(2, &mut buf)?;
-    let r = parse_limiter(name(command), args, algorithm.accepts_burst())?;
+    let r = algorithm.parse(name(command), args)?;
     let limit = Limit {
         algorithm,
         key: call.arg(1),
         spec: r.spec,
+        // Positions in `args` start after the key.
+        member: r.member.map(|at| call.arg(at + 2)),
     };
     let now = r.now.unwrap_or(call.server_now_us);
-    engine::single(call, limit, now, r.mode).map(Reply::Decision)
+    let decision = engine::single(call, limit, now, r.mode)?;
+    Ok(Reply::Ints(
+        decision.allowed,
+        algorithm.reply(&decision, &limit.spec),
+    ))
 }
 
 /// `RL.ALL <numlimits> <algo> <key> <limit> <window> [BURST b] [COST n] ... [NOW t]
 /// [PEEK|REFUND|RESET]`.
 pub fn all(call: &Call, _command: &'static Command) -> Result<Reply> {
     let args = call.all_args();
-    let (limits, now, mode) = parse_all(&args, algorithm)?;
-    let limits: Vec<Limit> = limits
+    let r = parse_all(&args, algorithm)?;
+    // Positions in `args` start after the command name.
+    let lease = r.lease.map(|at| call.arg(at + 1));
+    let limits: Vec<Limit> = r
+        .limits
         .iter()
         .map(|l| Limit {
             algorithm: l.algorithm,
-            // Positions in `args` start after the command name.
             key: call.arg(l.key + 1),
             spec: l.spec,
+            member: lease.filter(|_| l.algorithm.uses_member()),
         })
         .collect();
-    let now = now.unwrap_or(call.server_now_us);
-    let (total, each) = engine::all(call, &limits, now, mode)?;
+    let now = r.now.unwrap_or(call.server_now_us);
+    let (total, each) = engine::all(call, &limits, now, r.mode)?;
     Ok(Reply::All(total, each))
 }
 
@@ -54,7 +63,7 @@ pub fn all(call: &Call, _command: &'static Command) -> Result<Reply> {
 /// none, and then gets its syntax error from the command itself.
 pub fn all_key_positions(args: &[&[u8]]) -> Vec<usize> {
     parse_all(args, algorithm)
-        .map(|(limits, _, _)| limits.iter().map(|l| l.key + 1).collect())
+        .map(|r| r.limits.iter().map(|l| l.key + 1).collect())
         .unwrap_or_default()
 }
 

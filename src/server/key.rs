@@ -266,6 +266,30 @@ impl Key {
         Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
     }
 
+    /// Adds `member` at `score`, or moves it there if it is in the set.
+    pub fn zadd(&self, score: f64, member: RString) -> Result<()> {
+        let mut flags: c_int = 0;
+        // SAFETY: a writable key that is empty or a sorted set.
+        let rc = unsafe {
+            raw::RedisModule_ZsetAdd.map_or(1, |f| f(self.ptr, score, member, &mut flags))
+        };
+        if rc != 0 {
+            return Err(Error::Internal("could not add to a sorted set"));
+        }
+        Ok(())
+    }
+
+    /// The score of `member`, if the key is a sorted set holding it.
+    pub fn score(&self, member: RString) -> Option<f64> {
+        if self.kind() != Kind::Zset {
+            return None;
+        }
+        let mut score = 0.0;
+        // SAFETY: a sorted-set key and a live member string.
+        let rc = unsafe { raw::RedisModule_ZsetScore?(self.ptr, member, &mut score) };
+        (rc == 0).then_some(score)
+    }
+
     /// The lowest-scored members with a score at or below `max`, at most `most` of
     /// them, and whether that was all of them.
     pub fn members_up_to(&self, ctx: Ctx, max: f64, most: usize) -> (Vec<OwnedString>, bool) {

@@ -11,7 +11,7 @@ use super::call::Call;
 use super::effects::{apply_trim, notify, replicate_trim, Effect, Event};
 use super::engine::Slot;
 use super::key::{
-    call_command, free_string, zcount_up_to, Ctx, Key, Kind, OwnedString, Propagate, RString,
+    bytes, call_command, free_string, zcount_up_to, Ctx, Key, Kind, OwnedString, Propagate, RString,
 };
 use crate::algo::slidelog::Log;
 use crate::error::{Error, Result};
@@ -53,15 +53,26 @@ pub struct LogState {
     /// Members in the set, expired or not.
     total: u64,
     expired: Expired,
+    /// The member the call names (a lease id), and its score if the set holds it.
+    member: Option<RString>,
+    member_score: Option<f64>,
 }
 
 impl LogState {
-    pub fn read(call: &Call, key: &Key, name: RString, cutoff: u64) -> Result<LogState> {
+    pub fn read(
+        call: &Call,
+        key: &Key,
+        name: RString,
+        cutoff: u64,
+        member: Option<RString>,
+    ) -> Result<LogState> {
         let empty = LogState {
             ctx: call.ctx,
             cutoff,
             total: 0,
             expired: Expired::Few(Vec::new()),
+            member,
+            member_score: None,
         };
         match key.kind() {
             Kind::Empty => Ok(empty),
@@ -75,6 +86,7 @@ impl LogState {
                 Ok(LogState {
                     total: key.value_length(),
                     expired,
+                    member_score: member.and_then(|m| key.score(m)),
                     ..empty
                 })
             }
@@ -85,6 +97,12 @@ impl LogState {
     pub fn cleared(&mut self) {
         self.total = 0;
         self.expired = Expired::Few(Vec::new());
+        self.member_score = None;
+    }
+
+    /// Whether the call's member is in the set and not expired.
+    fn member_live(&self) -> bool {
+        self.member_score.is_some_and(|s| s > self.cutoff as f64)
     }
 }
 
@@ -134,6 +152,33 @@ impl Log for Slot {
         self.key
             .last_score_above(log.ctx, log.cutoff as f64)
             .map(timestamp)
+    }
+
+    fn member_score(&self) -> Option<i64> {
+        let log = self.log.as_ref()?;
+        log.member_score
+            .filter(|_| log.member_live())
+            .map(timestamp)
+    }
+
+    /// At most two members from the top: the call's member and the one below it.
+    fn newest_except_member(&self) -> Option<i64> {
+        let log = self.log.as_ref()?;
+        let Some(member) = log.member else {
+            return self.newest();
+        };
+        let member = bytes(member);
+        let mut found = None;
+        self.key
+            .for_each_in_range(log.cutoff as f64, f64::INFINITY, true, true, |m, score| {
+                let other = bytes(m) != member;
+                free_string(log.ctx, m);
+                if other {
+                    found = Some(timestamp(score));
+                }
+                !other
+            });
+        found
     }
 }
 
@@ -276,6 +321,57 @@ pub fn remove_newest(call: &Call, slot: &mut Slot, count: u64, cutoff: u64) -> R
     if let Some(log) = &mut slot.log {
         log.total = log.total.saturating_sub(doomed.len() as u64);
     }
+    Ok(())
+}
+
+/// ZADD of the call's member at `score`: a new lease, or a held one renewed.
+pub fn set_member(call: &Call, slot: &mut Slot, score: u64) -> Result<()> {
+    let ctx = call.ctx;
+    let name = slot.name.ptr();
+    let Some(log) = &mut slot.log else {
+        return Err(Error::Internal("a member write on a key that is no set"));
+    };
+    let member = log
+        .member
+        .ok_or(Error::Internal("a member write without a member"))?;
+    let at = i64::try_from(score).map_err(|_| Error::Internal("a score beyond i64"))?;
+    slot.key.zadd(at as f64, member)?;
+    let text = OwnedString::from_i64(ctx, at)?;
+    Effect::new(ctx, name)
+        .string(text.ptr)
+        .string(member)
+        .replicate(c"ZADD")?;
+    notify(ctx, Event::Zset, c"zadd", name);
+    if !log.member_live() {
+        log.total = log.total.saturating_add(1);
+    }
+    log.member_score = Some(at as f64);
+    Ok(())
+}
+
+/// ZREM of the call's member.
+pub fn remove_member(call: &Call, slot: &mut Slot) -> Result<()> {
+    let ctx = call.ctx;
+    let name = slot.name.ptr();
+    let Some(log) = &mut slot.log else {
+        return Ok(());
+    };
+    let Some(member) = log.member else {
+        return Ok(());
+    };
+    if log.member_score.is_none() {
+        return Ok(());
+    }
+    slot.key.zrem(member)?;
+    Effect::new(ctx, name).string(member).replicate(c"ZREM")?;
+    notify(ctx, Event::Zset, c"zrem", name);
+    if slot.key.kind() == Kind::Empty {
+        notify(ctx, Event::Generic, c"del", name);
+    }
+    if log.member_live() {
+        log.total = log.total.saturating_sub(1);
+    }
+    log.member_score = None;
     Ok(())
 }
 

@@ -86,6 +86,7 @@ required![
     RedisModule_ZsetRangePrev,
     RedisModule_ZsetRangeStop,
     RedisModule_ZsetRem,
+    RedisModule_ZsetScore,
 ];
 
 /// The ACL category the commands join where the server lets modules add one (7.4+),

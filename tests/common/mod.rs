@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod leases;
 pub mod workload;
 
 // source_files() and source_hash(): the build id, computed as build.rs computes it.
