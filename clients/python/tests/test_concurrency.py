@@ -49,6 +49,7 @@ def test_acquire_release_heartbeat(server: Server, clock: FakeClock) -> None:
     assert rl.heartbeat(slots, "a").allowed
     assert rl.heartbeat(slots, "nobody").allowed is False
     assert rl.release(slots, "b").allowed  # then as PEEK: a new id would get a slot
+    assert rl.heartbeat(slots, "nobody").allowed is False, "a heartbeat never takes a free slot"
     assert rl.acquire(slots, "c").allowed
     clock.advance_ms(10_001)  # a (renewed at +4 s) and c (taken at +4 s) have expired
     assert rl.peek(slots).remaining == 1
@@ -101,6 +102,16 @@ class Handlers:
 _ID = "client-1"
 
 
+async def reached(handlers: Handlers, n: int) -> None:
+    """Until the nth request is inside the app (bounded, so a broken release fails
+    the test instead of hanging it)."""
+    for _ in range(2000):
+        if len(handlers.leases) >= n:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"request {n} never reached the app")
+
+
 async def _identity(scope: Dict[str, Any]) -> str:
     return _ID
 
@@ -133,8 +144,7 @@ def test_asgi_concurrency_holds_releases_and_survives_raise_and_hang(server: Ser
         app = RateLimitMiddleware(handlers, rl, [RATE], concurrency=SLOTS, identify=_identity)
         out: Dict[str, Any] = {}
         holding = asyncio.create_task(get(app, "/hold"))
-        while not handlers.leases:
-            await asyncio.sleep(0.001)
+        await reached(handlers, 1)
         out["lease_during_handler"] = handlers.leases[0]
         out["while_held"] = await request(app, "/")
         handlers.gate.set()
@@ -146,8 +156,7 @@ def test_asgi_concurrency_holds_releases_and_survives_raise_and_hang(server: Ser
         # A handler that hangs past the ttl: its slot comes back when the lease expires.
         handlers.gate.clear()
         hanging = asyncio.create_task(get(app, "/hold"))
-        while len(handlers.leases) < 5:
-            await asyncio.sleep(0.001)
+        await reached(handlers, 5)
         out["hanging_blocks"] = await get(app, "/")
         clock.advance_ms(30_001)
         out["after_ttl"] = await get(app, "/")

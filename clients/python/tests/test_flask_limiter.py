@@ -175,3 +175,16 @@ def test_restart_under_traffic_loses_nothing(persistent: Persistent, clock: Fake
 
 def uri_of(server: Persistent, query: str) -> str:
     return server.url.replace("redis://", "redis+rl://") + f"?{query}"
+
+
+def test_multiples_and_several_limits(server: Server, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`3 per 2 minutes` is read from the key as a 120 s window, and each of a route's
+    limits is its own: the tighter one denies, the headers name it."""
+    patch_time(monkeypatch, clock)
+    app, _ = make_app(uri(server, "algorithm=fixed"), "3 per 2 minutes;10/hour", options={"clock": clock})
+    responses = statuses(app, 4, "multiples")
+    assert [r.status_code for r in responses] == [200, 200, 200, 429]
+    assert [r.headers["X-RateLimit-Remaining"] for r in responses] == ["2", "1", "0", "0"]
+    assert responses[-1].headers["X-RateLimit-Limit"] == "3"
+    # 07:29:09.8 in 120 s windows: this one ends at 07:30:00, in 50.2 s.
+    assert responses[-1].headers["Retry-After"] == "51"
