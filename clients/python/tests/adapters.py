@@ -106,7 +106,7 @@ class Traffic:
         self.thread.join(timeout=10)
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
