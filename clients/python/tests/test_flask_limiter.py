@@ -13,7 +13,7 @@ from flask_limiter import Limiter
 import redis_rl.limits_storage  # noqa: F401  (registers redis+rl://)
 from adapters import BURST, IN_FLIGHT_LOST, Persistent, Traffic, patch_time, persistent, real_time_burst, stepped_burst, wait_for  # noqa: F401
 from conftest import T0, FakeClock, Server, free_port
-from test_failure import Reports
+from test_failure import BOUND_S, Reports, silent  # noqa: F401  (silent is a fixture)
 
 
 
@@ -188,3 +188,18 @@ def test_multiples_and_several_limits(server: Server, clock: FakeClock, monkeypa
     assert responses[-1].headers["X-RateLimit-Limit"] == "3"
     # 07:29:09.8 in 120 s windows: this one ends at 07:30:00, in 50.2 s.
     assert responses[-1].headers["Retry-After"] == "51"
+
+
+def test_a_silent_redis_costs_the_kits_short_timeout(silent: Any) -> None:
+    """A Redis that accepts and never answers: the kit's 0.25 s read timeout, then the
+    failure policy (redis-py's defaults would wait far longer)."""
+    import time as _time
+
+    reports = Reports()
+    app, _ = make_app(silent.url.replace("redis://", "redis+rl://") + "?failure=open", "5/minute",
+                      options={"on_failure": reports})
+    started = _time.monotonic()
+    assert app.test_client().get("/").status_code == 200
+    assert _time.monotonic() - started < BOUND_S * 2
+    # The hit, then the two PEEKs behind Flask-Limiter's headers: each bounded.
+    assert reports.seen and {type(e) for e, _ in reports.seen} == {redis.TimeoutError}
