@@ -3,10 +3,11 @@
 //! in `algo/` and one `limiter(...)` row here.
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::algo::{
     concurrency::Concurrency, fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog,
-    Algorithm,
+    throttle::Throttle, Algorithm,
 };
 use crate::error::Result;
 use crate::server::call::{Call, Reply};
@@ -63,9 +64,53 @@ pub struct Command {
     /// The limiter algorithm a command runs (and RL.ALL can name).
     pub algorithm: Option<&'static dyn Algorithm>,
     pub docs: Docs,
-    /// Registered only when the module is loaded with `debug-commands`.
-    pub debug: bool,
+    /// Registered only when the module is loaded with this argument
+    /// (`debug-commands`, `cl-throttle`).
+    pub requires: Option<&'static str>,
     pub stats: Stats,
+    pub state: State,
+}
+
+/// What became of a command when the module loaded.
+pub struct State(AtomicU8);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    /// Not asked for (a module argument it requires was not given).
+    Absent,
+    Registered,
+    /// The server already had a command of that name (redis-cell loaded first, a
+    /// future core command): left to it.
+    Skipped,
+}
+
+impl State {
+    pub const fn new() -> State {
+        State(AtomicU8::new(0))
+    }
+
+    pub fn set(&self, r: Registration) {
+        let n = match r {
+            Registration::Absent => 0,
+            Registration::Registered => 1,
+            Registration::Skipped => 2,
+        };
+        self.0.store(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> Registration {
+        match self.0.load(Ordering::Relaxed) {
+            1 => Registration::Registered,
+            2 => Registration::Skipped,
+            _ => Registration::Absent,
+        }
+    }
+}
+
+impl Default for State {
+    fn default() -> State {
+        State::new()
+    }
 }
 
 const fn arg(name: &'static CStr, kind: ArgType) -> Arg {
@@ -149,6 +194,21 @@ const CONCURRENCY_ARGS: &[Arg] = &[
     option(c"now", c"NOW", ArgType::UnixTime),
 ];
 
+const THROTTLE_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"max_burst", ArgType::Integer),
+    arg(c"count", ArgType::Integer),
+    arg(c"period", ArgType::Integer),
+    Arg {
+        optional: true,
+        ..arg(c"quantity", ArgType::Integer)
+    },
+    option(c"now", c"NOW", ArgType::UnixTime),
+];
+
+const THROTTLE_SUMMARY: &CStr =
+    c"redis-cell's CL.THROTTLE: GCRA with its arguments, reply, rounding and key layout (the TAT in nanoseconds)";
+
 const fn limiter(
     name: &'static str,
     flags: &'static CStr,
@@ -169,12 +229,21 @@ const fn limiter(
             arity: -4,
             args,
         },
-        debug: false,
+        requires: None,
         stats: Stats::new(),
+        state: State::new(),
     }
 }
 
-pub static COMMANDS: [Command; 8] = [
+/// A limiter row registered only when the module gets `argument` at load.
+const fn optional(argument: &'static str, command: Command) -> Command {
+    Command {
+        requires: Some(argument),
+        ..command
+    }
+}
+
+pub static COMMANDS: [Command; 10] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -215,6 +284,27 @@ pub static COMMANDS: [Command; 8] = [
         c"O(log(N)) with N the leases held, plus O(M) for M expired leases removed (at most 1000)",
         CONCURRENCY_ARGS,
     ),
+    limiter(
+        "rl.throttle",
+        c"write fast",
+        &Throttle,
+        THROTTLE_SUMMARY,
+        c"O(1)",
+        THROTTLE_ARGS,
+    ),
+    // `loadmodule libredis_rl.so cl-throttle`: the same command under redis-cell's
+    // name, so that apps keep calling CL.THROTTLE.
+    optional(
+        "cl-throttle",
+        limiter(
+            "cl.throttle",
+            c"write fast",
+            &Throttle,
+            THROTTLE_SUMMARY,
+            c"O(1)",
+            THROTTLE_ARGS,
+        ),
+    ),
     Command {
         name: "rl.all",
         flags: c"write getkeys-api",
@@ -253,8 +343,9 @@ pub static COMMANDS: [Command; 8] = [
                 MODE,
             ],
         },
-        debug: false,
+        requires: None,
         stats: Stats::new(),
+        state: State::new(),
     },
     Command {
         name: "rl.pseudonym",
@@ -276,8 +367,9 @@ pub static COMMANDS: [Command; 8] = [
                 option(c"now", c"NOW", ArgType::UnixTime),
             ],
         },
-        debug: false,
+        requires: None,
         stats: Stats::new(),
+        state: State::new(),
     },
     // Lets the tests prove that a panic inside a command becomes an error reply
     // instead of a dead server.
@@ -293,8 +385,9 @@ pub static COMMANDS: [Command; 8] = [
             arity: -1,
             args: &[],
         },
-        debug: true,
+        requires: Some("debug-commands"),
         stats: Stats::new(),
+        state: State::new(),
     },
 ];
 
@@ -303,5 +396,6 @@ pub fn algorithm(name: &[u8]) -> Option<&'static dyn Algorithm> {
     COMMANDS
         .iter()
         .filter_map(|c| c.algorithm)
+        .filter(|a| a.joins_all())
         .find(|a| name.eq_ignore_ascii_case(a.name().as_bytes()))
 }

@@ -103,6 +103,21 @@ pub enum Error {
     #[error("ERR RL.ALL: LEASE is only for CONCURRENCY limits, and this call has none")]
     LeaseWithoutConcurrency,
 
+    #[error("ERR RL.THROTTLE: {name} must be an integer from {min} to {max}")]
+    ThrottleArgument {
+        name: &'static str,
+        min: u64,
+        max: u64,
+    },
+
+    #[error(
+        "ERR RL.THROTTLE: count per period allows at most one per microsecond ({0} in this period)"
+    )]
+    ThrottleRateTooHigh(u64),
+
+    #[error("ERR RL.THROTTLE: the arrival time would overflow (max_burst or quantity x period / count is too long)")]
+    ThrottleOverflow,
+
     #[error("ERR PREFIX6 must be a prefix length from 1 to 128")]
     BadPrefix,
 

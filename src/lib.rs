@@ -61,9 +61,10 @@ mod module {
                 register_info(ctx.ctx, Some(info::info));
             }
         }
-        // `loadmodule libredis_rl.so debug-commands` adds rl.debug-panic for the tests.
-        let debug = args.iter().any(|a| a.as_slice() == b"debug-commands");
-        if let Err(e) = register(ctx.ctx, debug) {
+        // `loadmodule libredis_rl.so debug-commands` adds rl.debug-panic for the
+        // tests; `cl-throttle` adds CL.THROTTLE.
+        let module_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        if let Err(e) = register(ctx.ctx, &module_args) {
             log_warning(ctx.ctx, &format!("rl: {e}"));
             return Status::Err;
         }

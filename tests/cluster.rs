@@ -144,6 +144,16 @@ impl Router {
     }
 }
 
+/// `RL.THROTTLE <key> 1 1 60 NOW <NOW>` through the router (its reply has five
+/// integers).
+fn query_throttle(router: &mut Router, key: &str) -> Value {
+    let mut cmd = redis::Cmd::new();
+    for w in ["RL.THROTTLE", key, "1", "1", "60", "NOW", &NOW.to_string()] {
+        cmd.arg(w);
+    }
+    router.query(&cmd, key.as_bytes()).expect("RL.THROTTLE")
+}
+
 /// One hash tag per node: `{tagN}` for the first N that lands on each node.
 fn tag_per_node(cluster: &Cluster) -> Vec<String> {
     let mut found: Vec<Option<String>> = vec![None; cluster.nodes.len()];
@@ -207,6 +217,7 @@ fn tagged_keys_route_to_their_slot_and_all_four_limiters_work_there() {
         // The commands of other shapes too: their key is argument 1 as well.
         for line in [
             format!("RL.CONCURRENCY {base}:x 2 10 ACQUIRE a NOW {NOW}"),
+            format!("RL.THROTTLE {base}:x 2 10 60 NOW {NOW}"),
             format!("RL.ALL 2 CONCURRENCY {base}:c 2 10 FIXED {base}:f 2 10 LEASE a NOW {NOW}"),
         ] {
             let mut words = redis::Cmd::new();
@@ -236,6 +247,25 @@ fn tagged_keys_route_to_their_slot_and_all_four_limiters_work_there() {
             .unwrap();
         assert_eq!(on_node, vec![("a".to_string(), NOW + 10_000_000)]);
         let _: i64 = router.run(&["DEL", &format!("{base}:lease")]);
+        let cell = format!("{base}:throttle");
+        let replies: Vec<Value> = (0..3).map(|_| query_throttle(&mut router, &cell)).collect();
+        let limited: Vec<i64> = replies
+            .iter()
+            .map(|v| match v {
+                Value::Array(items) => redis::from_redis_value(&items[0]).unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(limited, [0, 0, 1], "RL.THROTTLE on node {node}");
+        let tat: String = redis::cmd("GET")
+            .arg(&cell)
+            .query(&mut cluster.conn(node))
+            .unwrap();
+        assert_eq!(
+            tat,
+            (u128::from(NOW) * 1000 + 2 * 60_000_000_000).to_string()
+        );
+        let _: i64 = router.run(&["DEL", &cell]);
         let written: Vec<String> = cluster
             .keys_on(other)
             .into_iter()

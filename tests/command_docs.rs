@@ -127,7 +127,8 @@ fn command_docs_describe_every_rl_command() {
             "rl.gcra",
             "rl.pseudonym",
             "rl.slidecount",
-            "rl.slidelog"
+            "rl.slidelog",
+            "rl.throttle"
         ]
     );
     for name in &names {
@@ -143,9 +144,15 @@ fn command_docs_describe_every_rl_command() {
                 .unwrap_or_else(|| panic!("{name}: no arguments")),
         );
         assert!(!a.is_empty(), "{name}");
-        // Every keyword option carries its token, so redis-cli can hint it.
+        // Every keyword option carries its token, so redis-cli can hint it (the
+        // positional optionals, RL.PSEUDONYM's scope and RL.THROTTLE's quantity, have
+        // none).
+        let positional = ["scope", "quantity"];
         for x in &a {
-            if x.flags.iter().any(|f| f == "optional") && x.kind != "oneof" && x.name != "scope" {
+            if x.flags.iter().any(|f| f == "optional")
+                && x.kind != "oneof"
+                && !positional.contains(&x.name.as_str())
+            {
                 assert!(
                     x.token.is_some(),
                     "{name}: optional {} without token",
@@ -244,6 +251,21 @@ fn command_docs_describe_every_rl_command() {
             arg("now", "unix-time", Some("NOW"), true),
         ]
     );
+    let throttle: Vec<_> = args(&docs(c, "rl.throttle")["arguments"])
+        .iter()
+        .map(shape)
+        .collect();
+    assert_eq!(
+        throttle,
+        [
+            arg("key", "key", None, false),
+            arg("max_burst", "integer", None, false),
+            arg("count", "integer", None, false),
+            arg("period", "integer", None, false),
+            arg("quantity", "integer", None, true),
+            arg("now", "unix-time", Some("NOW"), true),
+        ]
+    );
 }
 
 /// The choices inside a `oneof` (RL.ALL's algorithm, the PEEK/REFUND/RESET mode)
@@ -299,6 +321,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("rl.gcra", -4, "write", true),
         ("rl.all", -6, "write", true),
         ("rl.concurrency", -4, "write", true),
+        ("rl.throttle", -4, "write", true),
         ("rl.pseudonym", -2, "readonly", false),
     ] {
         let e = &info[name];
@@ -412,6 +435,9 @@ fn redis_cli_shows_argument_hints_from_the_docs() {
     stdin.write_all(b"\x15RL.CONCURRENCY ").unwrap();
     stdin.flush().unwrap();
     wait_for("RL.CONCURRENCY key limit ttl ACQUIRE acquire|RELEASE release|HEARTBEAT heartbeat|PEEK|RESET [NOW now]");
+    stdin.write_all(b"\x15RL.THROTTLE ").unwrap();
+    stdin.flush().unwrap();
+    wait_for("RL.THROTTLE key max_burst count period [quantity] [NOW now]");
     stdin.write_all(b"\x15quit\r").unwrap();
     stdin.flush().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -467,6 +493,7 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
         format!("RL.GCRA {{u}}:g 5 10 NOW {T0}"),
         format!("RL.ALL 1 GCRA {{u}}:a 5 10 NOW {T0}"),
         format!("RL.CONCURRENCY {{u}}:c 5 10 ACQUIRE a NOW {T0}"),
+        format!("RL.THROTTLE {{u}}:t 5 10 60 NOW {T0}"),
         "RL.PSEUDONYM 192.0.2.1".to_string(),
     ];
     assert_eq!(calls.len(), names.len(), "a new command needs a call here");

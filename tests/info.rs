@@ -9,12 +9,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-const COMMANDS: [&str; 7] = [
+const COMMANDS: [&str; 8] = [
     "slidelog",
     "slidecount",
     "fixed",
     "gcra",
     "concurrency",
+    "throttle",
     "all",
     "pseudonym",
 ];

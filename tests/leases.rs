@@ -37,18 +37,33 @@ fn never_more_than_limit_leases_under_40_parallel_clients() {
     let granted = Arc::new(AtomicUsize::new(0));
     let denied = Arc::new(AtomicUsize::new(0));
     let barrier = Arc::new(Barrier::new(CLIENTS));
+    let first_wave = Arc::new(AtomicUsize::new(0));
     let threads: Vec<_> = (0..CLIENTS)
         .map(|t| {
             let mut c = s.conn();
-            let (in_flight, peak, granted, denied, barrier) = (
+            let (in_flight, peak, granted, denied, barrier, first_wave) = (
                 in_flight.clone(),
                 peak.clone(),
                 granted.clone(),
                 denied.clone(),
                 barrier.clone(),
+                first_wave.clone(),
             );
             std::thread::spawn(move || {
+                // First wave: all 40 at once, nobody releasing: exactly `limit` win.
                 barrier.wait();
+                let first = format!("RL.CONCURRENCY rl:conc {LIMIT} 60s ACQUIRE first{t}");
+                let won = rl(&mut c, &first).0 == 1;
+                if won {
+                    first_wave.fetch_add(1, Ordering::SeqCst);
+                }
+                barrier.wait();
+                if won {
+                    let release = format!("RL.CONCURRENCY rl:conc {LIMIT} 60s RELEASE first{t}");
+                    assert_eq!(rl(&mut c, &release).0, 1);
+                }
+                barrier.wait();
+                // Then churn: acquire, hold for a call or two, release.
                 for round in 0..ROUNDS {
                     let id = format!("client{t}-req{round}");
                     let acquire = format!("RL.CONCURRENCY rl:conc {LIMIT} 60s ACQUIRE {id}");
@@ -76,6 +91,11 @@ fn never_more_than_limit_leases_under_40_parallel_clients() {
     for t in threads {
         t.join().expect("client thread");
     }
+    assert_eq!(
+        first_wave.load(Ordering::SeqCst),
+        LIMIT as usize,
+        "first wave"
+    );
     let (granted, denied) = (
         granted.load(Ordering::Relaxed),
         denied.load(Ordering::Relaxed),
@@ -84,7 +104,7 @@ fn never_more_than_limit_leases_under_40_parallel_clients() {
     eprintln!("{granted} leases granted, {denied} denied, at most {peak} at once");
     assert_eq!(granted + denied, CLIENTS * ROUNDS);
     assert!(denied > 0 && granted > CLIENTS, "{granted} / {denied}");
-    assert_eq!(peak, LIMIT, "the clients never filled the limit");
+    assert!(peak <= LIMIT, "{peak}");
     let mut c = s.conn();
     // Every lease was released: the key went with the last one.
     assert_eq!(scores(&mut c, "rl:conc"), vec![]);
@@ -151,9 +171,9 @@ fn leases_expire_and_heartbeats_renew_on_a_stepped_now() {
     // INFO rl counts every call, as for the other limiters.
     let info: String = redis::cmd("INFO").arg("rl").query(&mut c).unwrap();
     for field in [
-        "rl_concurrency_calls:18",
-        "rl_concurrency_allowed:13",
-        "rl_concurrency_denied:5",
+        "rl_concurrency_calls:13",
+        "rl_concurrency_allowed:9",
+        "rl_concurrency_denied:4",
     ] {
         assert!(info.lines().any(|l| l.trim() == field), "{field}:\n{info}");
     }

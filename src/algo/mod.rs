@@ -9,6 +9,7 @@ pub mod fixed;
 pub mod gcra;
 pub mod slidecount;
 pub mod slidelog;
+pub mod throttle;
 
 use crate::args::{Request, Window};
 use crate::error::Result;
@@ -228,6 +229,11 @@ pub trait Algorithm: Sync {
 
     fn accepts_burst(&self) -> bool {
         false
+    }
+
+    /// Whether RL.ALL can name it: only algorithms that reply the common four.
+    fn joins_all(&self) -> bool {
+        true
     }
 
     /// Whether a call names a member of the algorithm's sorted set (a lease id):

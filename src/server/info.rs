@@ -5,7 +5,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use crate::commands::COMMANDS;
+use crate::commands::{Registration, COMMANDS};
 
 /// The build id (see build.rs and tools/source_hash.rs), as a C string.
 const BUILD_ID: &std::ffi::CStr =
@@ -34,8 +34,26 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         if let Some(text) = raw::RedisModule_InfoAddFieldCString {
             text(ctx, c"build".as_ptr(), BUILD_ID.as_ptr());
         }
-        for command in COMMANDS.iter().filter(|c| !c.debug) {
-            let command_name = command.name.trim_start_matches("rl.");
+        // Commands the server already had, left to it: `rl_skipped:cl.throttle`.
+        let skipped: Vec<&str> = COMMANDS
+            .iter()
+            .filter(|c| c.state.get() == Registration::Skipped)
+            .map(|c| c.name)
+            .collect();
+        if !skipped.is_empty() {
+            if let (Some(text), Ok(list)) = (
+                raw::RedisModule_InfoAddFieldCString,
+                CString::new(skipped.join(",")),
+            ) {
+                text(ctx, c"skipped".as_ptr(), list.as_ptr().cast_mut());
+            }
+        }
+        let shown = |c: &&crate::commands::Command| {
+            c.requires != Some("debug-commands") && c.state.get() == Registration::Registered
+        };
+        for command in COMMANDS.iter().filter(shown) {
+            // `rl_gcra_calls`, `rl_cl_throttle_calls`.
+            let command_name = command.name.trim_start_matches("rl.").replace('.', "_");
             for (counter, value) in command.stats.fields() {
                 if let Ok(name) = CString::new(format!("{command_name}_{counter}")) {
                     field(ctx, name.as_ptr().cast_mut(), value);

@@ -8,10 +8,11 @@ use std::ptr;
 
 use redis_module::raw;
 
+use super::call::log_warning;
 use super::call::run;
 use super::handlers::all_key_positions;
-use super::key::{bytes, Ctx, RString};
-use crate::commands::{Arg, ArgType, Command, Keys, COMMANDS};
+use super::key::{bytes, call_command, Ctx, OwnedString, Propagate, RString};
+use crate::commands::{Arg, ArgType, Command, Keys, Registration, COMMANDS};
 
 /// Every module API function the commands call. A server without one of them would
 /// make a check pass open (an ACL check, a replication), so the module refuses to
@@ -146,8 +147,10 @@ fn declare_keys(ctx: Ctx, argv: *mut RString, argc: c_int) {
     }
 }
 
-/// Creates every command of the table (the debug one only when asked for).
-pub fn register(ctx: Ctx, debug: bool) -> Result<(), String> {
+/// Creates every command of the table (those that require a module argument only
+/// when it was given). A name the server already has is left to it, with a line
+/// in the log (and `rl_skipped` in `INFO rl`): the module still loads.
+pub fn register(ctx: Ctx, module_args: &[&[u8]]) -> Result<(), String> {
     if COMMANDS.len() > ENTRIES.len() {
         return Err("more commands than entry points".into());
     }
@@ -156,12 +159,59 @@ pub fn register(ctx: Ctx, debug: bool) -> Result<(), String> {
         raw::RedisModule_AddACLCategory.is_some_and(|add| add(ctx, CATEGORY.as_ptr()) == 0)
     };
     for (command, entry) in COMMANDS.iter().zip(ENTRIES) {
-        if command.debug && !debug {
+        let asked = command
+            .requires
+            .is_none_or(|a| module_args.contains(&a.as_bytes()));
+        if !asked {
+            command.state.set(Registration::Absent);
+            continue;
+        }
+        if exists(ctx, command.name) {
+            log_warning(
+                ctx,
+                &format!(
+                    "rl: the server already has a command named {}: not adding the module's",
+                    command.name
+                ),
+            );
+            command.state.set(Registration::Skipped);
             continue;
         }
         create(ctx, command, entry, category)?;
+        command.state.set(Registration::Registered);
     }
     Ok(())
+}
+
+/// Whether the server knows a command of this name (core or another module's):
+/// `COMMAND INFO <name>` answers a null entry for an unknown one.
+fn exists(ctx: Ctx, name: &str) -> bool {
+    let (Ok(info), Ok(name)) = (
+        OwnedString::new(ctx, b"INFO"),
+        OwnedString::new(ctx, name.as_bytes()),
+    ) else {
+        return false;
+    };
+    call_command(
+        ctx,
+        c"COMMAND",
+        &[info.ptr, name.ptr],
+        Propagate::No,
+        |reply| {
+            // SAFETY: a live array reply; its element is only inspected.
+            unsafe {
+                let (Some(element), Some(kind)) = (
+                    raw::RedisModule_CallReplyArrayElement,
+                    raw::RedisModule_CallReplyType,
+                ) else {
+                    return false;
+                };
+                let first = element(reply, 0);
+                !first.is_null() && kind(first) == raw::REDISMODULE_REPLY_ARRAY as c_int
+            }
+        },
+    )
+    .unwrap_or(false)
 }
 
 fn create(ctx: Ctx, command: &Command, entry: Entry, category: bool) -> Result<(), String> {
@@ -191,7 +241,7 @@ fn create(ctx: Ctx, command: &Command, entry: Entry, category: bool) -> Result<(
             return Err(format!("could not find {name} after creating it"));
         }
         describe(handle, command).map_err(|e| format!("{name}: {e}"))?;
-        if category && !command.debug {
+        if category && command.requires != Some("debug-commands") {
             if let Some(set) = raw::RedisModule_SetCommandACLCategories {
                 if set(handle, CATEGORY.as_ptr()) != 0 {
                     return Err(format!("could not set the ACL category of {name}"));

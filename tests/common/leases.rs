@@ -1,8 +1,9 @@
-//! A stepwise RL.CONCURRENCY workload on explicit NOW instants, for the replication
-//! and AOF suites: acquires (some retried), heartbeats, releases, peeks and resets on
-//! a few keys, NOW often landing on a lease's expiry (or 1 µs either side), and one
-//! set with 2,500 expired leases that two calls reclaim (1,000 by exact members, then
-//! the rest by score).
+//! A stepwise RL.CONCURRENCY and RL.THROTTLE workload on explicit NOW instants, for
+//! the replication and AOF suites: acquires (some retried), heartbeats, releases,
+//! peeks and resets on a few keys, NOW often landing on a lease's expiry (or 1 µs
+//! either side), one set with 2,500 expired leases that three calls reclaim (1,000
+//! by exact members twice, then the rest by score), and RL.THROTTLE calls (the TAT in
+//! ns, SET … PXAT) in between.
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -14,6 +15,7 @@ pub struct LeaseTally {
     pub denied: u64,
     pub on_edge: u64,
     pub reclaimed: bool,
+    pub throttles: u64,
 }
 
 fn expiries(c: &mut Connection, key: &str) -> Vec<u64> {
@@ -87,9 +89,27 @@ pub fn lease_workload(
         } else {
             (key.clone(), *limit)
         };
-        let line = format!("RL.CONCURRENCY {key} {limit} {ttl_ms}ms {op} NOW {now}");
-        let reply = rl(c, &line);
-        if reply.0 == 1 {
+        let line = if rng.gen_bool(0.25) {
+            tally.throttles += 1;
+            let q = rng.gen_range(0..=3);
+            format!(
+                "RL.THROTTLE rl:{{thr{}}} 2 1 {} {q} NOW {now}",
+                step % 3,
+                2 + step % 3
+            )
+        } else {
+            format!("RL.CONCURRENCY {key} {limit} {ttl_ms}ms {op} NOW {now}")
+        };
+        let reply: Vec<i64> = query_line(c, &line)
+            .and_then(|v| redis::from_redis_value(&v))
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+        // RL.CONCURRENCY's first integer is allowed; RL.THROTTLE's is limited.
+        let allowed = if line.starts_with("RL.THROTTLE") {
+            reply[0] == 0
+        } else {
+            reply[0] == 1
+        };
+        if allowed {
             tally.allowed += 1;
         } else {
             tally.denied += 1;
@@ -97,7 +117,11 @@ pub fn lease_workload(
         after_step(c, step, &line);
     }
     assert!(
-        tally.allowed >= 20 && tally.denied >= 10 && tally.on_edge >= 20 && tally.reclaimed,
+        tally.allowed >= 20
+            && tally.denied >= 10
+            && tally.on_edge >= 20
+            && tally.reclaimed
+            && tally.throttles >= 30,
         "the lease workload did not exercise enough: {tally:?}"
     );
     tally

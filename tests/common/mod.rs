@@ -109,6 +109,11 @@ impl Server {
         Server::launch(extra, false)
     }
 
+    /// A server without the module, with extra environment variables.
+    pub fn start_without_module_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::launch_full(extra, false, env)
+    }
+
     /// A server with the module and extra environment variables (e.g. RL_SECRET).
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         Server::launch_full(extra, true, env)
