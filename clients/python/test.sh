@@ -7,9 +7,9 @@ set -euo pipefail
 kit="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$kit/../.." && pwd)"
 venv="$repo/.tools/venv-python"
-compat="$repo/.tools/venv-python-compat"
+compat="$repo/.tools/python-compat"
 
-if [[ ! -x "$venv/bin/python" || ! -x "$compat/bin/python" ]]; then
+if [[ ! -x "$venv/bin/python" ]]; then
     if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
         echo "python3's venv module is missing: installing python3-venv" >&2
         if [[ $(id -u) -eq 0 ]]; then
@@ -21,23 +21,25 @@ if [[ ! -x "$venv/bin/python" || ! -x "$compat/bin/python" ]]; then
             exit 1
         fi
     fi
-    [[ -x "$venv/bin/python" ]] || { rm -rf "$venv"; python3 -m venv "$venv"; }
-    [[ -x "$compat/bin/python" ]] || { rm -rf "$compat"; python3 -m venv "$compat"; }
+    rm -rf "$venv"
+    python3 -m venv "$venv"
 fi
 
-# The adapters' frameworks, pinned: the newest majors in the main venv, limits 4 and
-# pyrate-limiter 3 in the compat one. The kit is installed editable, so pip runs again
-# only when the requirements or pyproject.toml change (a stamp in the venv says).
-install() {
-    local env="$1" requirements="$2" want
-    want="$(cat "$requirements" "$kit/pyproject.toml" | sha256sum)"
-    if [[ "$(cat "$env/.rl-installed" 2>/dev/null)" != "$want" ]]; then
-        "$env/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" -e "$kit[test]"
-        echo "$want" > "$env/.rl-installed"
-    fi
-}
-install "$venv" "$kit/requirements-adapters.txt"
-install "$compat" "$kit/requirements-adapters-compat.txt"
+# The adapters' frameworks, pinned: the newest majors in the venv, and limits 4 and
+# pyrate-limiter 3 in an overlay that PYTHONPATH puts first. The kit is installed
+# editable, so pip runs again only when a requirements file or pyproject.toml changes
+# (a stamp says).
+pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
+stamp() { cat "$@" "$kit/pyproject.toml" | sha256sum; }
+if [[ "$(cat "$venv/.rl-installed" 2>/dev/null)" != "$(stamp "$kit/requirements-adapters.txt")" ]]; then
+    "${pip[@]}" -r "$kit/requirements-adapters.txt" -e "$kit[test]"
+    stamp "$kit/requirements-adapters.txt" > "$venv/.rl-installed"
+fi
+if [[ "$(cat "$compat/.rl-installed" 2>/dev/null)" != "$(stamp "$kit/requirements-adapters-compat.txt")" ]]; then
+    rm -rf "$compat"
+    "${pip[@]}" --no-deps --target "$compat" -r "$kit/requirements-adapters-compat.txt"
+    stamp "$kit/requirements-adapters-compat.txt" > "$compat/.rl-installed"
+fi
 
 cd "$kit"
 export RL_MODULE="${RL_MODULE:-$repo/target/release/libredis_rl.so}"
@@ -45,6 +47,6 @@ if [[ $# -gt 0 ]]; then
     exec "$venv/bin/python" -m pytest -p no:cacheprovider "$@"
 fi
 "$venv/bin/python" -m pytest -p no:cacheprovider
-echo "== the adapters again on limits 4 and pyrate-limiter 3 (.tools/venv-python-compat)"
-"$compat/bin/python" -m pytest -p no:cacheprovider tests/test_flask_limiter.py tests/test_slowapi.py \
-    tests/test_pyrate.py tests/test_adapters_cluster.py
+echo "== the adapters again on limits 4 and pyrate-limiter 3 (.tools/python-compat)"
+PYTHONPATH="$compat" "$venv/bin/python" -m pytest -p no:cacheprovider tests/test_compat.py \
+    tests/test_flask_limiter.py tests/test_slowapi.py tests/test_pyrate.py tests/test_adapters_cluster.py

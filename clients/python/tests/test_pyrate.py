@@ -26,7 +26,7 @@ try:
     from starlette.testclient import TestClient
 
     FASTAPI_LIMITER = PYRATE_4  # fastapi-limiter 0.2 calls try_acquire_async(blocking=...), pyrate 4's
-except ImportError:  # the compat run (pyrate-limiter 3.9) does not install it
+except ImportError:  # without the adapters installed
     FASTAPI_LIMITER = False
 needs_fastapi_limiter = pytest.mark.skipif(not FASTAPI_LIMITER, reason="fastapi-limiter 0.2 needs pyrate-limiter 4")
 
