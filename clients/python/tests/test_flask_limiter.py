@@ -46,10 +46,11 @@ def statuses(app: flask.Flask, n: int, client_id: str) -> List[Any]:
 # algorithm (URI) x strategy: what runs where, and the headers Flask-Limiter makes from it.
 # At T0 = 07:29:09.8, five spent at once: FIXED's 60 s window ends in 50.2 s; the log frees
 # a unit 60 s after it was spent; SLIDECOUNT 1 ms into the next window (50.201 s), when the
-# previous window's 5 weigh floor(5 * 59.999 / 60) = 4.
+# previous window's 5 weigh floor(5 * 59.999 / 60) = 4; GCRA after one emission interval.
 CASES = [
     ("algorithm=fixed", None, 50.2),
     ("algorithm=slidelog", None, 60.0),
+    ("algorithm=gcra", None, 12.0),  # one emission interval: 60 s / 5
     ("", None, 50.201),  # the default: slidecount
     ("", "moving-window", 60.0),
     ("", "sliding-window-counter", 50.201),
@@ -203,3 +204,21 @@ def test_a_silent_redis_costs_the_kits_short_timeout(silent: Any) -> None:
     assert _time.monotonic() - started < BOUND_S * 2
     # The hit, then the two PEEKs behind Flask-Limiter's headers: each bounded.
     assert reports.seen and {type(e) for e, _ in reports.seen} == {redis.TimeoutError}
+
+
+@pytest.mark.parametrize("strategy", ["fixed-window", "moving-window", "sliding-window-counter"])
+def test_limits_strategies_clear_and_reset(server: Server, clock: FakeClock, strategy: str) -> None:
+    from limits import parse
+    from limits.storage import storage_from_string
+    from limits.strategies import STRATEGIES
+
+    storage = storage_from_string(uri(server, f"key_prefix=rl:clear-{strategy}"), clock=clock)
+    limiter = STRATEGIES[strategy](storage)
+    item = parse("2/minute")
+    assert [limiter.hit(item, "who") for _ in range(3)] == [True, True, False]
+    assert not limiter.test(item, "who") and limiter.get_window_stats(item, "who").remaining == 0
+    limiter.clear(item, "who")
+    assert limiter.test(item, "who") and limiter.get_window_stats(item, "who").remaining == 2
+    assert limiter.hit(item, "who")
+    assert storage.reset() >= 1 and limiter.get_window_stats(item, "who").remaining == 2
+    assert storage.check()
