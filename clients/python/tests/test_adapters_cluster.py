@@ -76,3 +76,23 @@ def test_pyrate_factory_on_the_cluster(cluster: Cluster) -> None:
 def test_cluster_scheme_makes_a_cluster_client(cluster: Cluster, scheme: str) -> None:
     storage = storage_from_string(cluster.url.replace("redis", scheme, 1))
     assert storage.settings.cluster and "RedisCluster" in type(storage.limiter.client).__name__
+
+
+def test_leases_and_throttle_route_by_their_key(cluster: Cluster) -> None:
+    from redis_rl import Limit
+
+    probe = cluster.nodes[0].client()
+    try:
+        probe.execute_command("RL.THROTTLE", "{probe}", 1, 1, 1, 0)
+        probe.execute_command("RL.CONCURRENCY", "{probe}:c", 1, 1, "PEEK")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"this build lacks RL.THROTTLE or RL.CONCURRENCY ({exc})")
+    rl = RateLimiter(connect(cluster.url, cluster=True), failure=FailurePolicy.CLOSED, clock=FakeClock())
+    reset_stats(cluster)
+    for tag in TAGS:
+        slots = Limit.concurrency("inflight", f"rl:{{{tag}}}:slots", 1, 30)
+        assert rl.acquire(slots, "r1").allowed and not rl.acquire(slots, "r2").allowed
+        assert rl.release(slots, "r1").allowed
+        assert rl.throttle(f"rl:{{{tag}}}:cell", 1, 10, 60).allowed
+    assert totals(cluster) == [{"moved": 0, "ask": 0, "getkeys": 0}] * 3
+    assert sum(n["rl"] for n in server_counts(cluster)) == 4 * len(TAGS)
