@@ -201,9 +201,10 @@ def test_a_silent_redis_costs_the_kits_short_timeout(silent: Any) -> None:
                       options={"on_failure": reports})
     started = _time.monotonic()
     assert app.test_client().get("/").status_code == 200
-    assert _time.monotonic() - started < BOUND_S * 2
-    # The hit, then the two PEEKs behind Flask-Limiter's headers: each bounded.
-    assert reports.seen and {type(e) for e, _ in reports.seen} == {redis.TimeoutError}
+    assert _time.monotonic() - started < BOUND_S
+    # One timeout: the stats reads behind Flask-Limiter's headers answer from the
+    # failure a moment ago instead of waiting out two more.
+    assert [type(e) for e, _ in reports.seen] == [redis.TimeoutError]
 
 
 @pytest.mark.parametrize("strategy", ["fixed-window", "moving-window", "sliding-window-counter"])

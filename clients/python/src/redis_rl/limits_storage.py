@@ -28,6 +28,7 @@ the hash tag `{<namespace>/<identifiers>}`.
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.parse
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -49,6 +50,7 @@ ALGORITHMS = {"slidecount": "SLIDECOUNT", "slidelog": "SLIDELOG", "gcra": "GCRA"
 DEFAULT_PREFIX = "rl:limits"
 _OPTIONS = ("algorithm", "failure", "shadow", "key_prefix")
 _TRUE = ("1", "true", "yes", "on")
+STATS_AFTER_FAILURE_S = 1.0
 
 
 class _Settings:
@@ -92,10 +94,25 @@ class _Settings:
             "clock": options.pop("clock", None),
         }
         self.connect_options = options
+        self._failed = threading.local()
 
     def now(self) -> float:
         clock = self.limiter_options["clock"]
         return clock() / 1e6 if clock else time.time()
+
+    def failed(self, decision: Decision) -> Decision:
+        """Remembers the last call's failure on this thread (a success forgets it)."""
+        self._failed.at = (time.monotonic(), decision) if decision.error is not None else None
+        return decision
+
+    def recent_failure(self) -> Optional[Decision]:
+        """The last failure on this thread if it is under a second old: the stats
+        reads behind a library's headers answer from it rather than wait out another
+        timeout each (the hits still ask Redis, so recovery is seen at once)."""
+        at = getattr(self._failed, "at", None)
+        if self.failure is None or at is None or time.monotonic() - at[0] > STATS_AFTER_FAILURE_S:
+            return None
+        return at[1]
 
 
 def _log_raised(error: BaseException, command: Sequence[Any]) -> None:
@@ -168,7 +185,7 @@ def _at(settings: _Settings, decision: Decision, limit: Limit) -> float:
 
 def _raised(settings: _Settings, decision: Decision) -> Decision:
     """Without a failure policy of ours, the library's own switch decides: raise."""
-    if decision.error is not None and settings.failure is None:
+    if settings.failed(decision).error is not None and settings.failure is None:
         raise decision.error
     return decision
 
@@ -214,7 +231,7 @@ class RedisRLStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
         return _spent(self.settings, self.limiter.check(limit, cost), limit)
 
     def _peek(self, limit: Limit) -> Decision:
-        return _raised(self.settings, self.limiter.check(limit, 1, "peek"))
+        return self.settings.recent_failure() or _raised(self.settings, self.limiter.check(limit, 1, "peek"))
 
     # The fixed-window strategy: incr/get/get_expiry, on the `algorithm` option.
     def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
@@ -294,7 +311,8 @@ class AsyncRedisRLStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWi
         return _spent(self.settings, await self.limiter.check(limit, cost), limit)
 
     async def _peek(self, limit: Limit) -> Decision:
-        return _raised(self.settings, await self.limiter.check(limit, 1, "peek"))
+        recent = self.settings.recent_failure()
+        return recent or _raised(self.settings, await self.limiter.check(limit, 1, "peek"))
 
     async def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
         if elastic_expiry:
