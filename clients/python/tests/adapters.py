@@ -63,10 +63,13 @@ class Persistent:
         path = Path(self.dir) / "server.log"
         return path.read_text() if path.exists() else ""
 
-    def restart(self) -> None:
+    def restart(self, downtime_s: float = 0.3) -> None:
+        """Kill (a crash: the AOF, fsynced on every write, has it all), stay down for
+        `downtime_s` so that traffic meets the outage, start again."""
         assert self.process is not None
-        self.process.kill()  # a crash: the AOF, fsynced on every write, has it all
+        self.process.kill()
         self.process.wait(timeout=10)
+        time.sleep(downtime_s)
         self.start()
 
     def stop(self) -> None:
