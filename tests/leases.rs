@@ -145,8 +145,13 @@ fn leases_expire_and_heartbeats_renew_on_a_stepped_now() {
     // b keeps its lease alive; a (crashed) does not.
     assert_eq!(call(&mut c, "HEARTBEAT worker-b", 9 * S), (1, 0, 0, 10_000));
     assert_eq!(scores(&mut c, k)[1], ("worker-b".to_string(), T0 + 19 * S));
-    // 1 µs before a's expiry the limiter is still full; at it, a's slot is free.
+    // 1 µs before a's expiry the limiter is still full; at it, a's slot is free, and
+    // a (still in the set, not yet reclaimed) no longer holds a lease.
     assert_eq!(call(&mut c, "ACQUIRE worker-c", 10 * S - 1).0, 0);
+    assert_eq!(
+        call(&mut c, "HEARTBEAT worker-a", 10 * S),
+        (0, 1, -1, 9_000)
+    );
     assert_eq!(call(&mut c, "ACQUIRE worker-c", 10 * S), (1, 0, 0, 10_000));
     // a's lease is gone (trimmed), and its heartbeat denied for good.
     assert_eq!(
@@ -171,9 +176,9 @@ fn leases_expire_and_heartbeats_renew_on_a_stepped_now() {
     // INFO rl counts every call, as for the other limiters.
     let info: String = redis::cmd("INFO").arg("rl").query(&mut c).unwrap();
     for field in [
-        "rl_concurrency_calls:13",
+        "rl_concurrency_calls:14",
         "rl_concurrency_allowed:9",
-        "rl_concurrency_denied:4",
+        "rl_concurrency_denied:5",
     ] {
         assert!(info.lines().any(|l| l.trim() == field), "{field}:\n{info}");
     }

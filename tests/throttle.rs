@@ -468,6 +468,10 @@ fn errors_instead_of_store_errors_and_nothing_written() {
         );
         assert_eq!(snapshot(&mut c), before, "RL.THROTTLE k {args} wrote");
     }
+    // Its reply is redis-cell's: it does not join RL.ALL.
+    let all = err_line(&mut c, "RL.ALL 1 THROTTLE k 5 60");
+    assert!(all.contains("unknown algorithm 'THROTTLE'"), "{all}");
+    assert_eq!(snapshot(&mut c), before);
     let _: () = redis::cmd("ZADD")
         .arg("z")
         .arg(1)
@@ -611,4 +615,27 @@ fn cl_throttle_name_is_added_or_skipped_when_taken() {
     let err = err_line(&mut c, "CL.THROTTLE k 5 1 0");
     assert!(err.contains("Cell error"), "redis-cell's command: {err}");
     assert_eq!(throttle(&mut c, "RL.THROTTLE k2 4 1 3").1, 5);
+}
+
+/// Only a call that writes signals its key: WATCH survives a quantity-0 call and a
+/// denial, and an admitted call aborts it.
+#[test]
+fn only_admitted_calls_touch_a_watched_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut other = s.conn();
+    let mut survives = |line: &str| -> bool {
+        let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
+        throttle(&mut other, line);
+        let r: Option<Vec<String>> = redis::pipe().atomic().cmd("PING").query(&mut c).unwrap();
+        r.is_some()
+    };
+    let now = START_US;
+    assert!(survives(&format!("RL.THROTTLE w 0 1 60 0 NOW {now}")));
+    assert!(!survives(&format!("RL.THROTTLE w 0 1 60 NOW {now}")));
+    assert!(survives(&format!("RL.THROTTLE w 0 1 60 0 NOW {now}")));
+    assert!(
+        survives(&format!("RL.THROTTLE w 0 1 60 NOW {now}")),
+        "a denial"
+    );
 }

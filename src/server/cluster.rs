@@ -28,7 +28,9 @@
 //!
 //! Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS) sets no importing state:
 //! the target serves none of the slot's keys until it owns the slot, so nothing is
-//! refused there.
+//! refused there, and the cache needs none of its server events (nor the trim after
+//! it): `tests/good_citizen.rs` moves and cancels a busy slot under traffic with zero
+//! TRYAGAIN.
 
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

@@ -178,6 +178,18 @@ pub fn notify(ctx: Ctx, kind: Event, event: &CStr, key: RString) {
     }
 }
 
+/// Tells WATCH and client-side caching that `key` changed. The module declares
+/// `NO_IMPLICIT_SIGNAL_MODIFIED`, so this is the only way a key it wrote is signalled,
+/// and a key it opened for writing but left alone is not.
+pub fn signal_modified(ctx: Ctx, key: RString) {
+    // SAFETY: a live key name, in a command's context.
+    unsafe {
+        if let Some(f) = raw::RedisModule_SignalModifiedKey {
+            f(ctx, key);
+        }
+    }
+}
+
 /// `ZREMRANGEBYSCORE <key> -inf <max>` run by Redis itself (RM_Call with "!"): it
 /// removes a long run of members in one pass, where the key API removes them one
 /// lookup at a time, and it replicates and announces itself exactly as the script's

@@ -7,10 +7,14 @@
 //! values, overflow) is checked for every limit before the first write, so a refused
 //! call changes nothing.
 
+use std::ffi::CStr;
+
 use super::acl::check_key;
 use super::call::Call;
-use super::effects::{notify, replicate_int, replicate_key, replicate_set_pxat, Event};
-use super::key::{lossy, Key, Kind, OwnedString, RString};
+use super::effects::{
+    notify, replicate_int, replicate_key, replicate_set_pxat, signal_modified, Event,
+};
+use super::key::{lossy, Ctx, Key, Kind, OwnedString, RString};
 use super::log::LogState;
 use crate::algo::{
     Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored, Verdict, Write, Writes,
@@ -53,6 +57,23 @@ pub struct Slot {
     value: Option<u64>,
     /// The entries a sorted set holds (`Log` keys).
     pub log: Option<LogState>,
+    /// WATCH and client-side caching were told this key changed.
+    signalled: bool,
+}
+
+impl Slot {
+    /// A write to this key, announced: keyspace subscribers get `event` (as the
+    /// script's command would fire it), and WATCH and client-side caching learn of the
+    /// change, once per key and call. Every write goes through here, so a key the call
+    /// opened but did not write is never signalled.
+    pub fn announce(&mut self, ctx: Ctx, kind: Event, event: &CStr) {
+        let name = self.name.ptr();
+        notify(ctx, kind, event, name);
+        if !self.signalled {
+            signal_modified(ctx, name);
+            self.signalled = true;
+        }
+    }
 }
 
 /// A limit with its keys open.
@@ -144,6 +165,7 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
             key_use,
             value,
             log,
+            signalled: false,
         });
     }
     let loaded = Loaded { limit, slots };
@@ -321,12 +343,12 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             slot.key.write_string(decimal(value, &mut [0; 20]))?;
             slot.value = Some(value);
             replicate_int(ctx, c"INCRBY", name, to_i64(by))?;
-            notify(ctx, Event::String, c"incrby", name);
+            slot.announce(ctx, Event::String, c"incrby");
             if created {
                 let at = expiry(call, ttl_ms);
                 slot.key.expire_at(at)?;
                 replicate_int(ctx, c"PEXPIREAT", name, at)?;
-                notify(ctx, Event::Generic, c"expire", name);
+                slot.announce(ctx, Event::Generic, c"expire");
             }
         }
         Write::DecrBy { by, .. } => {
@@ -334,7 +356,7 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             slot.key.write_string(decimal(value, &mut [0; 20]))?;
             slot.value = Some(value);
             replicate_int(ctx, c"DECRBY", name, to_i64(by))?;
-            notify(ctx, Event::String, c"decrby", name);
+            slot.announce(ctx, Event::String, c"decrby");
         }
         Write::SetExpiring { value, ttl_ms, .. } => {
             let at = expiry(call, ttl_ms);
@@ -344,8 +366,8 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             slot.key.expire_at(at)?;
             slot.value = Some(value);
             replicate_set_pxat(ctx, name, text.ptr, at)?;
-            notify(ctx, Event::String, c"set", name);
-            notify(ctx, Event::Generic, c"expire", name);
+            slot.announce(ctx, Event::String, c"set");
+            slot.announce(ctx, Event::Generic, c"expire");
         }
         Write::Expire { ttl_ms, .. } => {
             if slot.key.kind() != Kind::Empty {
@@ -353,14 +375,14 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
                 let at = expiry(call, ttl_ms);
                 slot.key.expire_at(at)?;
                 replicate_int(ctx, c"PEXPIREAT", name, at)?;
-                notify(ctx, Event::Generic, c"expire", name);
+                slot.announce(ctx, Event::Generic, c"expire");
             }
         }
         Write::Delete { .. } => {
             if slot.key.kind() != Kind::Empty {
                 slot.key.delete()?;
                 replicate_key(ctx, c"DEL", name)?;
-                notify(ctx, Event::Generic, c"del", name);
+                slot.announce(ctx, Event::Generic, c"del");
             }
             slot.value = None;
             if let Some(log) = &mut slot.log {

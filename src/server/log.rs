@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::call::Call;
-use super::effects::{apply_trim, notify, replicate_trim, Effect, Event};
+use super::effects::{apply_trim, replicate_trim, Effect, Event};
 use super::engine::Slot;
 use super::key::{
     bytes, call_command, free_string, zcount_up_to, Ctx, Key, Kind, OwnedString, Propagate, RString,
@@ -259,9 +259,9 @@ pub fn trim(call: &Call, slot: &mut Slot, cutoff: u64) -> Result<()> {
         }
     };
     log.total = log.total.saturating_sub(removed);
-    notify(ctx, Event::Zset, c"zremrangebyscore", name);
+    slot.announce(ctx, Event::Zset, c"zremrangebyscore");
     if slot.key.kind() == Kind::Empty {
-        notify(ctx, Event::Generic, c"del", name);
+        slot.announce(ctx, Event::Generic, c"del");
     }
     Ok(())
 }
@@ -283,7 +283,7 @@ pub fn add(call: &Call, slot: &mut Slot, at: u64, count: u64) -> Result<()> {
         }
     }
     zadd.replicate(c"ZADD")?;
-    notify(ctx, Event::Zset, c"zadd", name);
+    slot.announce(ctx, Event::Zset, c"zadd");
     if let Some(log) = &mut slot.log {
         log.total = log.total.saturating_add(count);
     }
@@ -314,9 +314,9 @@ pub fn remove_newest(call: &Call, slot: &mut Slot, count: u64, cutoff: u64) -> R
         .iter()
         .fold(Effect::new(ctx, name), |zrem, m| zrem.string(m.ptr))
         .replicate(c"ZREM")?;
-    notify(ctx, Event::Zset, c"zrem", name);
+    slot.announce(ctx, Event::Zset, c"zrem");
     if slot.key.kind() == Kind::Empty {
-        notify(ctx, Event::Generic, c"del", name);
+        slot.announce(ctx, Event::Generic, c"del");
     }
     if let Some(log) = &mut slot.log {
         log.total = log.total.saturating_sub(doomed.len() as u64);
@@ -335,17 +335,17 @@ pub fn set_member(call: &Call, slot: &mut Slot, score: u64) -> Result<()> {
         .member
         .ok_or(Error::Internal("a member write without a member"))?;
     let at = i64::try_from(score).map_err(|_| Error::Internal("a score beyond i64"))?;
+    if !log.member_live() {
+        log.total = log.total.saturating_add(1);
+    }
+    log.member_score = Some(at as f64);
     slot.key.zadd(at as f64, member)?;
     let text = OwnedString::from_i64(ctx, at)?;
     Effect::new(ctx, name)
         .string(text.ptr)
         .string(member)
         .replicate(c"ZADD")?;
-    notify(ctx, Event::Zset, c"zadd", name);
-    if !log.member_live() {
-        log.total = log.total.saturating_add(1);
-    }
-    log.member_score = Some(at as f64);
+    slot.announce(ctx, Event::Zset, c"zadd");
     Ok(())
 }
 
@@ -356,22 +356,19 @@ pub fn remove_member(call: &Call, slot: &mut Slot) -> Result<()> {
     let Some(log) = &mut slot.log else {
         return Ok(());
     };
-    let Some(member) = log.member else {
+    let (Some(member), Some(_)) = (log.member, log.member_score) else {
         return Ok(());
     };
-    if log.member_score.is_none() {
-        return Ok(());
-    }
-    slot.key.zrem(member)?;
-    Effect::new(ctx, name).string(member).replicate(c"ZREM")?;
-    notify(ctx, Event::Zset, c"zrem", name);
-    if slot.key.kind() == Kind::Empty {
-        notify(ctx, Event::Generic, c"del", name);
-    }
     if log.member_live() {
         log.total = log.total.saturating_sub(1);
     }
     log.member_score = None;
+    slot.key.zrem(member)?;
+    Effect::new(ctx, name).string(member).replicate(c"ZREM")?;
+    slot.announce(ctx, Event::Zset, c"zrem");
+    if slot.key.kind() == Kind::Empty {
+        slot.announce(ctx, Event::Generic, c"del");
+    }
     Ok(())
 }
 

@@ -15,6 +15,7 @@ pub mod handlers;
 pub mod info;
 pub mod key;
 pub mod log;
+pub mod options;
 pub mod register;
 pub mod secret;
 pub mod stats;

@@ -73,6 +73,8 @@ required![
     RedisModule_ReplyWithLongLong,
     RedisModule_ReplyWithStringBuffer,
     RedisModule_SetAbsExpire,
+    RedisModule_SetModuleOptions,
+    RedisModule_SignalModifiedKey,
     RedisModule_SetCommandInfo,
     RedisModule_StringDMA,
     RedisModule_StringPtrLen,

@@ -1,0 +1,827 @@
+//! Loading the module switches no server feature off: the options it declares
+//! (`INFO modules`), WATCH and client-side caching untouched by calls that write
+//! nothing, replicas loading a full sync asynchronously (`repl-diskless-load swapdb`),
+//! and, on Valkey 9+, atomic slot migration (`CLUSTER MIGRATESLOTS`) of a busy slot.
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------
+// Which server this is
+
+/// `(valkey, major)` of the server under test.
+fn server_kind(c: &mut Connection) -> (bool, u32) {
+    let info: String = redis::cmd("INFO").arg("server").query(c).expect("INFO");
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(':')))
+            .map(|v| v.trim().to_string())
+    };
+    let valkey = field("valkey_version");
+    let version = valkey
+        .clone()
+        .or_else(|| field("redis_version"))
+        .unwrap_or_default();
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    (valkey.is_some(), major)
+}
+
+/// The `options=[…]` the server shows for the module in `INFO modules`.
+fn declared_options(c: &mut Connection) -> Vec<String> {
+    let info: String = redis::cmd("INFO").arg("modules").query(c).expect("INFO");
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("module:name=rl,"))
+        .unwrap_or_else(|| panic!("no rl in INFO modules:\n{info}"));
+    let options = line
+        .split("options=")
+        .nth(1)
+        .unwrap_or("")
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let mut out: Vec<String> = options
+        .split('|')
+        .filter(|o| !o.is_empty())
+        .map(String::from)
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_module_declares_the_options_this_server_reads() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let (valkey, major) = server_kind(&mut c);
+    let mut expected = vec!["handle-repl-async-load", "no-implicit-signal-modified"];
+    if valkey && major >= 9 {
+        expected.push("handle-atomic-slot-migration");
+    }
+    expected.sort();
+    assert_eq!(
+        declared_options(&mut c),
+        expected,
+        "valkey {valkey}, major {major}"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// WATCH and client-side caching
+
+/// Runs `call` from another client while `keys` are watched; whether the watcher's
+/// transaction still runs afterwards.
+fn watch_survives(server: &Server, keys: &[String], call: &str) -> bool {
+    let mut watcher = server.conn();
+    let mut other = server.conn();
+    redis::cmd("WATCH")
+        .arg(keys)
+        .query::<()>(&mut watcher)
+        .expect("WATCH");
+    query_line(&mut other, call).unwrap_or_else(|e| panic!("{call}: {e}"));
+    redis::cmd("MULTI")
+        .query::<()>(&mut watcher)
+        .expect("MULTI");
+    redis::cmd("PING")
+        .query::<Value>(&mut watcher)
+        .expect("PING");
+    let exec: Value = redis::cmd("EXEC").query(&mut watcher).expect("EXEC");
+    match exec {
+        Value::Nil => false,
+        Value::Array(_) => true,
+        other => panic!("EXEC answered {other:?}"),
+    }
+}
+
+/// The keys that `call` makes a client-side-caching client (BCAST, prefix `prefix`)
+/// hear about. A marker key written right after it closes the list: the messages
+/// arrive in order, so whatever came before the marker came from `call`.
+fn invalidated_by(server: &Server, prefix: &str, call: &str) -> Vec<String> {
+    let mut listener = server.conn();
+    let id: i64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query(&mut listener)
+        .expect("CLIENT ID");
+    let mut tracked = server.conn();
+    redis::cmd("CLIENT")
+        .arg("TRACKING")
+        .arg("ON")
+        .arg("REDIRECT")
+        .arg(id)
+        .arg("BCAST")
+        .arg("PREFIX")
+        .arg(prefix)
+        .query::<()>(&mut tracked)
+        .expect("CLIENT TRACKING");
+    let mut pubsub = listener.as_pubsub();
+    pubsub.subscribe("__redis__:invalidate").expect("SUBSCRIBE");
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut other = server.conn();
+    query_line(&mut other, call).unwrap_or_else(|e| panic!("{call}: {e}"));
+    let marker = format!("{prefix}marker");
+    redis::cmd("SET")
+        .arg(&marker)
+        .arg(1)
+        .query::<()>(&mut other)
+        .expect("SET marker");
+    let mut heard = Vec::new();
+    loop {
+        let msg = pubsub.get_message().expect("no invalidation within 5 s");
+        let keys: Vec<String> = msg.get_payload().unwrap_or_default();
+        let done = keys.contains(&marker);
+        heard.extend(keys.into_iter().filter(|k| *k != marker));
+        if done {
+            return heard;
+        }
+    }
+}
+
+/// One limiter's keys at NOW = T0, and calls that fill it, deny, peek and spend.
+struct Case {
+    name: &'static str,
+    /// Every key the limiter reads at T0 (base and derived).
+    keys: Vec<String>,
+    /// The keys an admitted call writes.
+    written: Vec<String>,
+    fill: String,
+    deny: String,
+    peek: String,
+    /// An admitted call on a fresh limiter with the same keys (after FLUSHALL).
+    spend: String,
+}
+
+fn cases(prefix: &str) -> Vec<Case> {
+    let s = T0 / 1_000_000;
+    let fixed = format!("{prefix}fixed");
+    let count = format!("{prefix}count");
+    let gcra = format!("{prefix}gcra");
+    let log = format!("{prefix}log");
+    let fixed_counter = format!("{fixed}:{}", s - s % 60);
+    let (cur, prev) = (
+        format!("{count}:{}", s / 60),
+        format!("{count}:{}", s / 60 - 1),
+    );
+    let line = |cmd: &str, key: &str, tail: &str| format!("{cmd} {key} 1 60 NOW {T0}{tail}");
+    let leases = format!("{prefix}leases");
+    let lease = |op: &str| format!("RL.CONCURRENCY {leases} 1 60 {op} NOW {T0}");
+    vec![
+        Case {
+            name: "RL.FIXED",
+            keys: vec![fixed.clone(), fixed_counter.clone()],
+            written: vec![fixed_counter],
+            fill: line("RL.FIXED", &fixed, ""),
+            deny: line("RL.FIXED", &fixed, ""),
+            peek: line("RL.FIXED", &fixed, " PEEK"),
+            spend: line("RL.FIXED", &fixed, ""),
+        },
+        Case {
+            name: "RL.SLIDECOUNT",
+            keys: vec![count.clone(), cur.clone(), prev],
+            written: vec![cur],
+            fill: line("RL.SLIDECOUNT", &count, ""),
+            deny: line("RL.SLIDECOUNT", &count, ""),
+            peek: line("RL.SLIDECOUNT", &count, " PEEK"),
+            spend: line("RL.SLIDECOUNT", &count, ""),
+        },
+        Case {
+            name: "RL.GCRA",
+            keys: vec![gcra.clone()],
+            written: vec![gcra.clone()],
+            fill: line("RL.GCRA", &gcra, ""),
+            deny: line("RL.GCRA", &gcra, ""),
+            peek: line("RL.GCRA", &gcra, " PEEK"),
+            spend: line("RL.GCRA", &gcra, ""),
+        },
+        Case {
+            name: "RL.SLIDELOG",
+            keys: vec![log.clone()],
+            written: vec![log.clone()],
+            fill: line("RL.SLIDELOG", &log, ""),
+            deny: line("RL.SLIDELOG", &log, ""),
+            peek: line("RL.SLIDELOG", &log, " PEEK"),
+            spend: line("RL.SLIDELOG", &log, ""),
+        },
+        Case {
+            name: "RL.CONCURRENCY",
+            keys: vec![leases.clone()],
+            written: vec![leases.clone()],
+            fill: lease("ACQUIRE a"),
+            deny: lease("ACQUIRE b"),
+            peek: lease("PEEK"),
+            spend: lease("ACQUIRE a"),
+        },
+    ]
+}
+
+fn flush(server: &Server) {
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut server.conn())
+        .expect("FLUSHALL");
+}
+
+#[test]
+fn denials_and_peeks_leave_watch_alone_and_admitted_calls_abort_it_per_written_key() {
+    let server = Server::start();
+    for case in cases("w:") {
+        flush(&server);
+        // PEEK on an empty limiter and on a full one writes nothing.
+        assert!(
+            watch_survives(&server, &case.keys, &case.peek),
+            "{}: PEEK of an empty limiter aborted a WATCH",
+            case.name
+        );
+        rl(&mut server.conn(), &case.fill);
+        assert!(
+            watch_survives(&server, &case.keys, &case.peek),
+            "{}: PEEK aborted a WATCH",
+            case.name
+        );
+        let denied = rl(&mut server.conn(), &case.peek);
+        assert_eq!(denied.0, 0, "{}: the limiter should be full", case.name);
+        // A denied RL.SLIDELOG still writes (the script's TTL refresh), so it signals.
+        let writes_when_denied = case.name == "RL.SLIDELOG";
+        assert_eq!(
+            watch_survives(&server, &case.keys, &case.deny),
+            !writes_when_denied,
+            "{}: a denial {} a WATCH",
+            case.name,
+            if writes_when_denied {
+                "that refreshes the TTL did not abort"
+            } else {
+                "that writes nothing aborted"
+            }
+        );
+        // An admitted call aborts a WATCH on each key it writes, one key at a time,
+        // and leaves the keys it only reads alone.
+        for key in &case.keys {
+            flush(&server);
+            let survives = watch_survives(&server, std::slice::from_ref(key), &case.spend);
+            assert_eq!(
+                survives,
+                !case.written.contains(key),
+                "{}: WATCH {key} across an admitted call",
+                case.name
+            );
+        }
+    }
+}
+
+#[test]
+fn denials_and_peeks_send_no_tracking_invalidation_and_admitted_calls_do() {
+    let server = Server::start();
+    for case in cases("t:") {
+        flush(&server);
+        rl(&mut server.conn(), &case.fill);
+        assert_eq!(
+            invalidated_by(&server, "t:", &case.peek),
+            Vec::<String>::new(),
+            "{}: PEEK",
+            case.name
+        );
+        let heard = invalidated_by(&server, "t:", &case.deny);
+        if case.name == "RL.SLIDELOG" {
+            assert_eq!(heard, case.written, "{}: denied (TTL refresh)", case.name);
+        } else {
+            assert_eq!(heard, Vec::<String>::new(), "{}: denied", case.name);
+        }
+        flush(&server);
+        let mut heard = invalidated_by(&server, "t:", &case.spend);
+        heard.sort();
+        heard.dedup();
+        assert_eq!(heard, case.written, "{}: admitted", case.name);
+    }
+}
+
+#[test]
+fn a_denied_rl_all_leaves_watches_on_all_its_keys_alone() {
+    let server = Server::start();
+    let s = T0 / 1_000_000;
+    let all = |mode: &str| {
+        format!(
+            "RL.ALL 4 FIXED a:f 5 60 SLIDECOUNT a:c 5 60 GCRA a:g 5 60 SLIDELOG a:l 1 60 NOW {T0}{mode}"
+        )
+    };
+    // Fill only the log: every other limit would admit, the call as a whole is denied.
+    rl(
+        &mut server.conn(),
+        &format!("RL.SLIDELOG a:l 1 60 NOW {T0}"),
+    );
+    let keys: Vec<String> = [
+        "a:f".to_string(),
+        format!("a:f:{}", s - s % 60),
+        "a:c".to_string(),
+        format!("a:c:{}", s / 60),
+        format!("a:c:{}", s / 60 - 1),
+        "a:g".to_string(),
+        "a:l".to_string(),
+    ]
+    .into();
+    let before = snapshot(&mut server.conn());
+    assert!(watch_survives(&server, &keys, &all("")), "denied RL.ALL");
+    assert!(watch_survives(&server, &keys, &all(" PEEK")), "RL.ALL PEEK");
+    assert_eq!(
+        snapshot(&mut server.conn()),
+        before,
+        "a denied RL.ALL wrote"
+    );
+    // Control: once the log admits, the same call writes and aborts the WATCH.
+    let mut c = server.conn();
+    redis::cmd("DEL")
+        .arg("a:l")
+        .query::<()>(&mut c)
+        .expect("DEL");
+    assert!(!watch_survives(&server, &keys, &all("")), "admitted RL.ALL");
+}
+
+// ---------------------------------------------------------------------------------
+// Async loading on replicas
+
+#[test]
+fn replica_loads_a_full_sync_asynchronously() {
+    let primary = Server::start_with(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let mut p = primary.conn();
+    for i in 0..50 {
+        for cmd in ["RL.FIXED", "RL.SLIDECOUNT", "RL.GCRA", "RL.SLIDELOG"] {
+            rl(&mut p, &format!("{cmd} {{id{i}}}:{cmd} 10 3600"));
+        }
+    }
+    // The replica holds data of its own before the sync: swapdb serves it while the
+    // new data loads, then swaps.
+    let replica = Server::start_with(&["--repl-diskless-load", "swapdb"]);
+    let mut r = replica.conn();
+    redis::cmd("SET")
+        .arg("old")
+        .arg("data")
+        .query::<()>(&mut r)
+        .expect("SET");
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port)
+        .query::<()>(&mut r)
+        .expect("REPLICAOF");
+    wait_link(&primary, &replica);
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut p)
+        .expect("WAIT");
+    assert_eq!(acked, 1);
+    let log = replica.log();
+    assert!(
+        !log.contains("Skipping diskless-load"),
+        "the replica refused the async load:\n{log}"
+    );
+    assert!(
+        log.contains("Swapping active DB with loaded DB"),
+        "no swapdb load in the replica's log:\n{log}"
+    );
+    assert_eq!(snapshot(&mut r), snapshot(&mut p), "the replica's data");
+}
+
+// ---------------------------------------------------------------------------------
+// Atomic slot migration (Valkey 9+)
+
+/// Valkey cluster nodes on loopback, meshed by hand: `primaries` own the slots in
+/// equal ranges; each extra node replicates `replica_of`.
+struct AsmCluster {
+    nodes: Vec<Server>,
+    ids: Vec<String>,
+}
+
+impl AsmCluster {
+    fn start(primaries: usize, replica_of: &[usize]) -> Option<AsmCluster> {
+        let count = primaries + replica_of.len();
+        let buses: Vec<u16> = (0..count).map(|_| free_port()).collect();
+        let nodes: Vec<Server> = buses
+            .iter()
+            .map(|bus| {
+                let bus = bus.to_string();
+                Server::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                    "--cluster-port",
+                    &bus,
+                ])
+            })
+            .collect();
+        let (valkey, major) = server_kind(&mut nodes[0].conn());
+        if !(valkey && major >= 9) {
+            return None;
+        }
+        let ids: Vec<String> = nodes
+            .iter()
+            .map(|n| {
+                redis::cmd("CLUSTER")
+                    .arg("MYID")
+                    .query(&mut n.conn())
+                    .expect("MYID")
+            })
+            .collect();
+        let per = 16384 / primaries;
+        for (i, node) in nodes.iter().take(primaries).enumerate() {
+            let last = if i + 1 == primaries {
+                16383
+            } else {
+                (i + 1) * per - 1
+            };
+            redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(i * per)
+                .arg(last)
+                .query::<()>(&mut node.conn())
+                .expect("ADDSLOTSRANGE");
+        }
+        for (node, bus) in nodes.iter().zip(&buses).skip(1) {
+            // The bus port is not the default port + 10000: MEET must name it.
+            redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(node.port)
+                .arg(bus)
+                .query::<()>(&mut nodes[0].conn())
+                .expect("MEET");
+        }
+        let cluster = AsmCluster { nodes, ids };
+        cluster.wait(
+            |c| {
+                c.nodes.iter().all(|n| {
+                    let info: String = redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query(&mut n.conn())
+                        .unwrap_or_default();
+                    info.contains("cluster_state:ok")
+                        && info.contains(&format!("cluster_known_nodes:{count}"))
+                })
+            },
+            "cluster_state:ok",
+        );
+        for (k, &primary) in replica_of.iter().enumerate() {
+            let node = &cluster.nodes[primaries + k];
+            redis::cmd("CLUSTER")
+                .arg("REPLICATE")
+                .arg(&cluster.ids[primary])
+                .query::<()>(&mut node.conn())
+                .expect("REPLICATE");
+            wait_link(&cluster.nodes[primary], node);
+        }
+        Some(cluster)
+    }
+
+    /// Polls `ready` every 20 ms for at most 30 s.
+    fn wait(&self, ready: impl Fn(&AsmCluster) -> bool, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready(self) {
+            assert!(Instant::now() < deadline, "not {what} within 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn count_in_slot(&self, node: usize, slot: u16) -> i64 {
+        redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot)
+            .query(&mut self.nodes[node].conn())
+            .expect("COUNTKEYSINSLOT")
+    }
+
+    /// The state of the newest slot migration `node` knows (`GETSLOTMIGRATIONS`).
+    fn migration_state(&self, node: usize) -> String {
+        let v: Value = redis::cmd("CLUSTER")
+            .arg("GETSLOTMIGRATIONS")
+            .query(&mut self.nodes[node].conn())
+            .expect("GETSLOTMIGRATIONS");
+        let Value::Array(jobs) = v else {
+            return String::new();
+        };
+        let Some(Value::Array(fields)) = jobs.last() else {
+            return String::new();
+        };
+        let mut state = String::new();
+        for pair in fields.chunks(2) {
+            if let [k, v] = pair {
+                let k: String = redis::from_redis_value(k).unwrap_or_default();
+                if k == "state" {
+                    state = redis::from_redis_value(v).unwrap_or_default();
+                }
+            }
+        }
+        state
+    }
+}
+
+/// One identity of the traffic: a limiter call it repeats, how often, and what it got.
+struct Identity {
+    kind: usize,
+    n: usize,
+    budget: usize,
+    calls: usize,
+    admitted: i64,
+}
+
+/// Sends each call to the node that owns its slot, following MOVED; counts TRYAGAIN.
+struct Router {
+    conns: Vec<Connection>,
+    owner: usize,
+    tryagain: usize,
+    moved: usize,
+    served: usize,
+}
+
+impl Router {
+    fn call(&mut self, line: &str) -> Reply {
+        for _ in 0..50 {
+            match query_line(&mut self.conns[self.owner], line) {
+                Ok(v) => {
+                    self.served += 1;
+                    return first_four(&v);
+                }
+                Err(e) if e.code() == Some("MOVED") => {
+                    self.moved += 1;
+                    self.owner = (self.owner + 1) % 2;
+                }
+                Err(e) if e.code() == Some("TRYAGAIN") => self.tryagain += 1,
+                Err(e) => panic!("{line}: {e}"),
+            }
+        }
+        panic!("{line}: no answer after 50 redirects");
+    }
+}
+
+/// The four integers every limiter reply starts with (RL.ALL's has a fifth element).
+fn first_four(v: &Value) -> Reply {
+    let Value::Array(items) = v else {
+        panic!("not a limiter reply: {v:?}");
+    };
+    let n = |i: usize| -> i64 {
+        items
+            .get(i)
+            .and_then(|x| redis::from_redis_value(x).ok())
+            .unwrap_or_else(|| panic!("not a limiter reply: {v:?}"))
+    };
+    (n(0), n(1), n(2), n(3))
+}
+
+/// A tag whose slot node 0 owns (the lower half).
+fn tag_on_node0() -> (String, u16) {
+    (0..)
+        .map(|i| format!("m{i}"))
+        .map(|t| {
+            let slot = common::cluster::key_slot(format!("{{{t}}}").as_bytes());
+            (t, slot)
+        })
+        .find(|(_, slot)| *slot < 8192)
+        .unwrap_or_default()
+}
+
+const LIMIT: i64 = 5;
+
+/// An identity's call: every limiter and RL.ALL, all keys in the moving slot.
+fn identity_line(kind: usize, tag: &str, n: usize, now: u64) -> String {
+    let k = |a: &str| format!("{{{tag}}}:{a}:{n}");
+    match kind {
+        0 => format!("RL.FIXED {} {LIMIT} 3600 NOW {now}", k("f")),
+        1 => format!("RL.SLIDECOUNT {} {LIMIT} 3600 NOW {now}", k("c")),
+        2 => format!("RL.GCRA {} {LIMIT} 3600 NOW {now}", k("g")),
+        3 => format!("RL.SLIDELOG {} {LIMIT} 3600 NOW {now}", k("l")),
+        _ => format!(
+            "RL.ALL 2 FIXED {} {LIMIT} 3600 GCRA {} {LIMIT} 3600 NOW {now}",
+            k("af"),
+            k("ag")
+        ),
+    }
+}
+
+const KINDS: usize = 5;
+
+/// Keys in the moving slot besides the identities', so that copying it takes a while.
+const BULK: i64 = 10_000;
+
+/// What a migration under traffic measured.
+#[derive(Debug, Default)]
+struct Moved {
+    rounds_during: usize,
+    served_during: usize,
+    tryagain: usize,
+    millis: u128,
+    state_at_cancel: String,
+}
+
+/// The states of a migration in which a cancel stops it halfway: the slot's keys are
+/// being copied or its writes streamed to the target.
+const HALFWAY: &[&str] = &["snapshotting", "replicating"];
+
+/// Traffic on a busy slot of node 0 while it moves to node 1 (or is cancelled, with
+/// `cancel`, halfway): old identities (spending before the move) and brand-new
+/// ones (first seen during it), each calling until its budget is spent; NOW steps 1 ms
+/// a round, well inside every window. Checks that every identity was admitted exactly
+/// min(budget, LIMIT) times and that PEEK on the final owner says exactly what remains.
+fn migrate_under_traffic(cluster: &AsmCluster, cancel: bool) -> Moved {
+    let (tag, slot) = tag_on_node0();
+    let mut router = Router {
+        conns: cluster.nodes.iter().take(2).map(Server::conn).collect(),
+        owner: 0,
+        tryagain: 0,
+        moved: 0,
+        served: 0,
+    };
+    // A busy slot: many keys to stream besides the identities'.
+    let mut c0 = cluster.nodes[0].conn();
+    let mut pipe = redis::pipe();
+    for i in 0..BULK {
+        pipe.cmd("RL.FIXED")
+            .arg(format!("{{{tag}}}:bulk:{i}"))
+            .arg(10)
+            .arg(3600)
+            .arg("NOW")
+            .arg(T0)
+            .ignore();
+    }
+    pipe.query::<()>(&mut c0).expect("bulk");
+    let mut ids: Vec<Identity> = Vec::new();
+    let mut now = T0;
+    let mut round = 0;
+    let mut started: Option<Instant> = None;
+    let mut finished = false;
+    let mut moved = Moved::default();
+    let mut rounds_after = 0;
+    loop {
+        // New identities every round until a few rounds after the move.
+        if rounds_after < 3 {
+            for kind in 0..KINDS {
+                let n = ids.len();
+                ids.push(Identity {
+                    kind,
+                    n,
+                    budget: 1 + n % (LIMIT as usize + 3),
+                    calls: 0,
+                    admitted: 0,
+                });
+            }
+        }
+        let mut active = false;
+        for id in ids.iter_mut().filter(|i| i.calls < i.budget) {
+            let line = identity_line(id.kind, &tag, id.n, now);
+            let r = router.call(&line);
+            id.calls += 1;
+            id.admitted += r.0;
+            active = true;
+        }
+        round += 1;
+        now += 1000;
+        if round == 3 {
+            let target = &cluster.ids[1];
+            redis::cmd("CLUSTER")
+                .arg("MIGRATESLOTS")
+                .arg("SLOTSRANGE")
+                .arg(slot)
+                .arg(slot)
+                .arg("NODE")
+                .arg(target)
+                .query::<()>(&mut cluster.nodes[0].conn())
+                .expect("MIGRATESLOTS");
+            started = Some(Instant::now());
+            router.served = 0;
+        }
+        if let Some(t) = started.filter(|_| !finished) {
+            moved.rounds_during += 1;
+            let before = cluster.migration_state(0);
+            if cancel && moved.state_at_cancel.is_empty() && HALFWAY.contains(&before.as_str()) {
+                moved.state_at_cancel = before;
+                let cancel: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                    .arg("CANCELSLOTMIGRATIONS")
+                    .query(&mut cluster.nodes[0].conn());
+                assert!(
+                    cancel.is_ok(),
+                    "CANCELSLOTMIGRATIONS in state {}: {cancel:?}",
+                    moved.state_at_cancel
+                );
+            }
+            let state = cluster.migration_state(0);
+            if ["success", "cancelled", "failed"].contains(&state.as_str()) {
+                finished = true;
+                moved.millis = t.elapsed().as_millis();
+                moved.served_during = router.served;
+                assert_eq!(
+                    state,
+                    if cancel { "cancelled" } else { "success" },
+                    "the migration ended as {state}"
+                );
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "migration still {state}"
+            );
+        } else if finished {
+            rounds_after += 1;
+        }
+        if finished && !active && rounds_after >= 3 {
+            break;
+        }
+    }
+    moved.tryagain = router.tryagain;
+    assert_eq!(router.tryagain, 0, "TRYAGAIN during the move");
+    let owner = if cancel { 0 } else { 1 };
+    let other = 1 - owner;
+    // Every identity admitted exactly what its limit allows, and the final owner's PEEK
+    // says exactly what remains: no spend lost or counted twice across the move.
+    let mut owner_conn = cluster.nodes[owner].conn();
+    let mut wrong = BTreeMap::new();
+    for id in &ids {
+        let expected = (id.budget as i64).min(LIMIT);
+        let peek = format!("{} PEEK", identity_line(id.kind, &tag, id.n, now));
+        let remaining = first_four(&query_line(&mut owner_conn, &peek).expect("PEEK")).1;
+        // What a PEEK of one more unit leaves: nothing once the limit is spent.
+        let right = id.admitted == expected && remaining == (LIMIT - expected - 1).max(0);
+        if !right && wrong.len() < 10 {
+            wrong.insert(peek, (id.budget, id.admitted, remaining));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "identities wrong among {} (budget, admitted, remaining): {wrong:?}",
+        ids.len()
+    );
+    // The node that does not own the slot keeps none of its keys (the source trims
+    // after the move; a cancelled target drops what it had received).
+    cluster.wait(|c| c.count_in_slot(other, slot) == 0, "the slot trimmed");
+    assert!(cluster.count_in_slot(owner, slot) > BULK);
+    eprintln!(
+        "{} identities, {} calls served during the move, {} rounds, {} ms, {} MOVED followed",
+        ids.len(),
+        moved.served_during,
+        moved.rounds_during,
+        moved.millis,
+        router.moved
+    );
+    moved
+}
+
+#[test]
+fn atomic_slot_migration_of_a_busy_slot_under_traffic_refuses_nothing_and_loses_nothing() {
+    let Some(cluster) = AsmCluster::start(2, &[]) else {
+        eprintln!("skipped: atomic slot migration needs Valkey 9+");
+        return;
+    };
+    let moved = migrate_under_traffic(&cluster, false);
+    assert!(
+        moved.served_during > 0,
+        "no call was served during the move"
+    );
+}
+
+#[test]
+fn atomic_slot_migration_cancelled_halfway_keeps_everything_on_the_source() {
+    let Some(cluster) = AsmCluster::start(2, &[]) else {
+        eprintln!("skipped: atomic slot migration needs Valkey 9+");
+        return;
+    };
+    let moved = migrate_under_traffic(&cluster, true);
+    assert!(
+        HALFWAY.contains(&moved.state_at_cancel.as_str()),
+        "never cancelled halfway (cancelled in {:?})",
+        moved.state_at_cancel
+    );
+    eprintln!("cancelled in state {}", moved.state_at_cancel);
+}
+
+#[test]
+fn atomic_slot_migration_to_a_target_with_a_replica_leaves_the_replica_identical() {
+    let Some(cluster) = AsmCluster::start(2, &[1]) else {
+        eprintln!("skipped: atomic slot migration needs Valkey 9+");
+        return;
+    };
+    migrate_under_traffic(&cluster, false);
+    let mut target = cluster.nodes[1].conn();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut target)
+        .expect("WAIT");
+    assert_eq!(acked, 1);
+    let mut replica = cluster.nodes[2].conn();
+    redis::cmd("READONLY")
+        .query::<()>(&mut replica)
+        .expect("READONLY");
+    assert_eq!(
+        snapshot(&mut replica),
+        snapshot(&mut target),
+        "the target's replica"
+    );
+}
