@@ -223,3 +223,26 @@ def test_limits_strategies_clear_and_reset(server: Server, clock: FakeClock, str
     assert limiter.hit(item, "who")
     assert storage.reset() >= 1 and limiter.get_window_stats(item, "who").remaining == 2
     assert storage.check()
+
+
+def test_meta_limits_count_breaches_on_their_own_limit(server: Server, clock: FakeClock,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flask-Limiter's meta limits count breaches by hitting a separate limit, which
+    needs no denied request counted by the storage: they work as they do on the stock one."""
+    patch_time(monkeypatch, clock)
+    app = flask.Flask(__name__)
+    app.config.update(RATELIMIT_STORAGE_URI=uri(server, "algorithm=slidelog"), RATELIMIT_HEADERS_ENABLED=True,
+                      RATELIMIT_STORAGE_OPTIONS={"clock": clock})
+    limiter = Limiter(lambda: "meta", app=app, meta_limits=["1/hour"])
+
+    @app.route("/")
+    @limiter.limit("1/minute")
+    def index() -> str:
+        return "ok"
+
+    c = app.test_client()
+    first = [c.get("/").status_code for _ in range(3)]  # ok, a breach (counted by the meta limit), then the meta limit
+    clock.advance_ms(61_000)  # the per-minute limit is free again; the meta limit still holds
+    assert first + [c.get("/").status_code] == [200, 429, 429, 429]
+    clock.advance_ms(3_600_000)
+    assert c.get("/").status_code == 200
