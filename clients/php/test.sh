@@ -6,9 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Everything comes from Debian: the PSR interfaces and a PSR-7 implementation too,
+# Everything comes from Debian: the PSR interfaces, a PSR-7 implementation, Symfony 5.4
+# (rate-limiter, framework and security bundles, ClockMock) and Laravel 8.83 too,
 # so no Composer download is needed (PSR-15's two interfaces are shimmed in tests/).
-packages=(php-cli php-redis phpunit php-psr-log php-psr-http-message php-psr-http-factory php-nyholm-psr7 redis-tools)
+packages=(php-cli php-redis phpunit php-psr-log php-psr-http-message php-psr-http-factory php-nyholm-psr7 redis-tools
+    php-symfony-rate-limiter php-symfony-framework-bundle php-symfony-security-bundle php-symfony-yaml php-symfony-phpunit-bridge
+    php-laravel-framework)
 [[ -n "${RL_SERVER:-}" ]] || packages+=(redis-server)
 missing=()
 for package in "${packages[@]}"; do

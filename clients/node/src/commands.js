@@ -1,7 +1,7 @@
 // Turns limits into RL.* argument lists and RL.* replies into decisions. Nothing here
 // decides anything: every number in a decision comes from the server.
 
-const ALGORITHMS = new Set(['slidelog', 'slidecount', 'fixed', 'gcra']);
+const ALGORITHMS = new Set(['slidelog', 'slidecount', 'fixed', 'gcra', 'concurrency']);
 
 /** @param {import('../index.js').Limit} limit */
 export function policyName(limit) {
@@ -35,7 +35,7 @@ export function windowMs(window) {
 function algorithmWord(limit) {
   const algorithm = String(limit.algorithm).toLowerCase();
   if (!ALGORITHMS.has(algorithm)) {
-    throw new TypeError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, fixed or gcra)`);
+    throw new TypeError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, fixed, gcra or concurrency)`);
   }
   return algorithm.toUpperCase();
 }
@@ -56,21 +56,57 @@ function limitArgs(limit, key, cost) {
   return args;
 }
 
+// RL.CONCURRENCY has subcommands where the others have modes: a spend acquires the
+// lease, REFUND releases it, HEARTBEAT renews it.
+function concurrencyArgs(limit, key, lease, mode) {
+  const args = ['RL.CONCURRENCY', key, String(limit.limit), String(limit.window)];
+  if (mode === 'PEEK' || mode === 'RESET') return args.concat(mode);
+  if (lease === undefined || lease === null || lease === '') {
+    throw new TypeError(`redis-rl: concurrency limit "${policyName(limit)}" needs a lease id (option lease)`);
+  }
+  return args.concat({ REFUND: 'RELEASE', HEARTBEAT: 'HEARTBEAT' }[mode] ?? 'ACQUIRE', String(lease));
+}
+
 /**
  * @param {import('../index.js').Limit[]} limits
  * @param {string[]} keys
  * @param {number[]} costs
- * @param {{nowUs?: number, mode?: 'PEEK' | 'REFUND' | 'RESET'}} options
+ * @param {{nowUs?: number, mode?: 'PEEK' | 'REFUND' | 'RESET' | 'HEARTBEAT', lease?: string}} options
  * @returns {string[]}
  */
-export function buildCommand(limits, keys, costs, { nowUs, mode }) {
+export function buildCommand(limits, keys, costs, { nowUs, mode, lease }) {
+  const now = nowUs !== undefined ? ['NOW', String(nowUs)] : [];
+  const concurrent = limits.map((l) => algorithmWord(l) === 'CONCURRENCY');
+  if (limits.length === 1 && concurrent[0]) return [...concurrencyArgs(limits[0], keys[0], lease, mode), ...now];
+  if (mode === 'HEARTBEAT') throw new TypeError('redis-rl: HEARTBEAT is for one concurrency limit');
   const args = limits.length === 1
     ? [`RL.${algorithmWord(limits[0])}`, ...limitArgs(limits[0], keys[0], costs[0])]
     : ['RL.ALL', String(limits.length),
-        ...limits.flatMap((limit, i) => [algorithmWord(limit), ...limitArgs(limit, keys[i], costs[i])])];
-  if (nowUs !== undefined) args.push('NOW', String(nowUs));
+        ...limits.flatMap((limit, i) => [algorithmWord(limit), ...limitArgs(limit, keys[i], concurrent[i] ? 1 : costs[i])])];
+  if (concurrent.some(Boolean)) {
+    if (lease === undefined || lease === null || lease === '') throw new TypeError('redis-rl: a concurrency limit in RL.ALL needs a lease id (option lease)');
+    args.push('LEASE', String(lease));
+  }
+  args.push(...now);
   if (mode) args.push(mode);
   return args;
+}
+
+/**
+ * RL.THROTTLE (redis-cell's CL.THROTTLE): `count` per `period` seconds, `maxBurst + 1` at
+ * once, `quantity` the cost (0 only reports).
+ */
+export function throttleCommand(key, { maxBurst, count, period, quantity = 1 }, nowUs) {
+  const args = ['RL.THROTTLE', String(key), String(maxBurst), String(count), String(period), String(quantity)];
+  if (nowUs !== undefined) args.push('NOW', String(nowUs));
+  return args;
+}
+
+/** CL.THROTTLE's reply: [limited, limit, remaining, retry_after_s (-1 when allowed), reset_after_s]. */
+export function toThrottle(reply) {
+  if (!Array.isArray(reply) || reply.length !== 5) throw new TypeError(`redis-rl: unexpected RL.THROTTLE reply ${JSON.stringify(reply)}`);
+  const [limited, limit, remaining, retryAfter, resetAfter] = reply.map(Number);
+  return { allowed: limited === 0, limit, remaining, retryAfter, resetAfter };
 }
 
 /** Costs per limit from a number (every limit) or an object by limit name (missing ones cost 1). */

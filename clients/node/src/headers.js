@@ -19,20 +19,22 @@ const sfString = (s) => `"${String(s).replace(/[\\"]/g, '\\$&')}"`;
  */
 export function rateLimitHeaders(decision, { legacy = false } = {}) {
   if (decision.source === 'failure' || !decision.limits.length) return {};
-  const { limits } = decision;
-  const headers = {
-    'RateLimit-Policy': limits
+  // A concurrency limit is no quota per window: it shows only in Retry-After.
+  const limits = decision.limits.filter((d) => String(d.policy.algorithm).toLowerCase() !== 'concurrency');
+  const headers = {};
+  if (limits.length) {
+    headers['RateLimit-Policy'] = limits
       .map(({ policy }) => `${sfString(policyName(policy))};q=${policy.limit};w=${seconds(windowMs(policy.window))}`)
-      .join(', '),
-    RateLimit: limits
+      .join(', ');
+    headers.RateLimit = limits
       .map((d) => `${sfString(policyName(d.policy))};r=${d.remaining};t=${seconds(d.resetAfter)}`)
-      .join(', '),
-  };
+      .join(', ');
+  }
   // A request that can never pass (cost above the limit) gets no Retry-After: waiting won't help.
   if (!decision.allowed && Number.isFinite(decision.retryAfter)) {
     headers['Retry-After'] = String(seconds(decision.retryAfter));
   }
-  if (legacy) {
+  if (legacy && limits.length) {
     const tightest = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
     headers['X-RateLimit-Limit'] = String(tightest.policy.limit);
     headers['X-RateLimit-Remaining'] = String(tightest.remaining);

@@ -1,5 +1,5 @@
 import { adapt } from './clients.js';
-import { buildCommand, costsFor, keyFor, toDecision } from './commands.js';
+import { buildCommand, costsFor, keyFor, throttleCommand, toDecision, toThrottle } from './commands.js';
 import { DenyCache } from './deny-cache.js';
 import { rateLimitHeaders } from './headers.js';
 import { rateLimitMiddleware } from './middleware.js';
@@ -25,7 +25,13 @@ const settle = (promise) => promise.then(
 );
 
 function defaultOnError(err, { command, failure }) {
-  console.warn(`redis-rl: ${command} failed, ${failure === 'open' ? 'allowing' : 'denying'}: ${err.message}`);
+  const outcome = { open: 'allowing', closed: 'denying' }[failure] ?? `${failure} decides`;
+  console.warn(`redis-rl: ${command} failed, ${outcome}: ${err.message}`);
+}
+
+function defaultOnShadow(decision, { keys }) {
+  const retry = Number.isFinite(decision.retryAfter) ? `${decision.retryAfter} ms` : 'never';
+  console.warn(`redis-rl: shadow: would deny ${keys.join(', ')} (retry after ${retry}), letting it pass`);
 }
 
 export class RateLimiter {
@@ -35,15 +41,21 @@ export class RateLimiter {
   #timeout;
   #sendNow;
   #denyCache;
+  #onShadow;
+
+  /** Requests that shadow mode let through although Redis denied them. */
+  shadowDenials = 0;
 
   /** @param {import('../index.js').LimiterOptions} options */
-  constructor({ client, failure, onError = defaultOnError, timeout = 300, clock, denyCache = false } = {}) {
-    if (failure !== 'open' && failure !== 'closed') {
+  constructor({ client, failure, onError = defaultOnError, onShadow = defaultOnShadow, timeout = 300, clock, denyCache = false } = {}) {
+    // 'library' is for the framework adapters: the error goes back to the library's own switch.
+    if (failure !== 'open' && failure !== 'closed' && failure !== 'library') {
       throw new TypeError("redis-rl: choose a failure policy: failure: 'open' (allow while Redis fails) or 'closed' (deny)");
     }
     this.#client = adapt(client);
     this.#failure = failure;
     this.#onError = onError;
+    this.#onShadow = onShadow;
     this.#timeout = timeout;
     // An injected clock is the fleet's clock: the server decides at its time (NOW).
     this.#sendNow = clock !== undefined;
@@ -70,6 +82,42 @@ export class RateLimiter {
   /** Clears the limiters' state; replies as `peek` on an empty limiter. */
   reset(limits, identity, options = {}) {
     return this.#one({ ...options, limits, identity, mode: 'RESET' });
+  }
+
+  /**
+   * RL.CONCURRENCY: takes a slot of a concurrency limit ({ algorithm: 'concurrency',
+   * limit, window: the lease ttl }) for `lease`, or renews it (a retried acquire never
+   * takes a second slot). A decision, like check.
+   */
+  acquire(limit, identity, lease, options = {}) {
+    return this.#one({ ...options, limits: limit, identity, lease });
+  }
+
+  /** Gives the lease's slot back (an unknown or expired lease is not an error). */
+  release(limit, identity, lease, options = {}) {
+    return this.#one({ ...options, limits: limit, identity, lease, mode: 'REFUND' });
+  }
+
+  /** Pushes a held lease's expiry to now + ttl; denied when the lease is gone. */
+  heartbeat(limit, identity, lease, options = {}) {
+    return this.#one({ ...options, limits: limit, identity, lease, mode: 'HEARTBEAT' });
+  }
+
+  /**
+   * RL.THROTTLE, redis-cell's CL.THROTTLE: `{ maxBurst, count, period, quantity }`.
+   * Resolves to { allowed, limit, remaining, retryAfter, resetAfter } in whole seconds
+   * (retryAfter -1 when allowed), as redis-cell replies; on failure, the policy's
+   * decision with source 'failure'.
+   */
+  async throttle(key, spec, { now } = {}) {
+    const nowUs = now !== undefined || this.#sendNow ? Math.round((now ?? this.clock()) * 1000) : undefined;
+    const args = throttleCommand(key, spec, nowUs);
+    try {
+      return { ...toThrottle(await withTimeout(this.#client.send({ args, key: String(key) }), this.#timeout)), source: 'redis' };
+    } catch (err) {
+      const d = this.failed(err, { command: 'RL.THROTTLE', keys: [String(key)] });
+      return { allowed: d.allowed, limit: 0, remaining: 0, retryAfter: -1, resetAfter: 0, source: 'failure', error: err };
+    }
   }
 
   /**
@@ -112,11 +160,20 @@ export class RateLimiter {
     return { allowed: this.#failure === 'open', remaining: 0, retryAfter: 0, resetAfter: 0, limits: [], source: 'failure', error: err };
   }
 
+  /**
+   * Shadow mode: Redis denied, the caller lets the request pass. Counted and reported
+   * to `onShadow`, so a team sees what a new limit would do before enforcing it.
+   */
+  shadowed(decision, info) {
+    this.shadowDenials += 1;
+    this.#onShadow(decision, info);
+  }
+
   async #one(request) {
     return (await this.#run([request]))[0];
   }
 
-  #prepare({ limits, identity, cost, now, mode }) {
+  #prepare({ limits, identity, cost, now, mode, lease }) {
     const list = Array.isArray(limits) ? limits : [limits];
     const keys = list.map((limit) => keyFor(limit, identity));
     const costs = costsFor(list, cost);
@@ -128,7 +185,9 @@ export class RateLimiter {
       costs,
       atMs,
       mode,
-      args: buildCommand(list, keys, costs, { nowUs, mode }),
+      args: buildCommand(list, keys, costs, { nowUs, mode, lease }),
+      // A lease can be released any moment by another request: no denial is safe to cache.
+      cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency'),
       signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''}`).join('\n'),
     };
   }
@@ -140,7 +199,7 @@ export class RateLimiter {
     prepared.forEach((p, i) => {
       if (p.mode === 'REFUND' || p.mode === 'RESET') {
         this.#denyCache?.forget(p.keys);
-      } else {
+      } else if (p.cacheable) {
         decisions[i] = this.#denyCache?.lookup(p.signature, p.costs, p.atMs);
       }
       if (!decisions[i]) pending.push(i);
@@ -169,7 +228,7 @@ export class RateLimiter {
         decisions[i] = this.failed(err, info);
         return;
       }
-      if (!p.mode || p.mode === 'PEEK') this.#denyCache?.remember(p.signature, p.costs, p.atMs, decisions[i]);
+      if ((!p.mode || p.mode === 'PEEK') && p.cacheable) this.#denyCache?.remember(p.signature, p.costs, p.atMs, decisions[i]);
     });
     return decisions;
   }

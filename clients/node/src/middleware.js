@@ -1,5 +1,6 @@
 // Express/Connect middleware: identify the caller, check the limits, set the headers,
 // answer 429 when denied. Works with plain http.createServer too.
+import { randomUUID } from 'node:crypto';
 import { assertLimits } from './commands.js';
 import { rateLimitHeaders } from './headers.js';
 
@@ -27,12 +28,25 @@ function pseudonymOfAddress(limiter, { scope, prefix6, maxCached = 100_000 }) {
   };
 }
 
+// A concurrency option is one more limit in the same call (RL.ALL with LEASE): "at most
+// 5 in flight and 100 a minute" is then one atomic decision.
+function concurrencyLimit(concurrency) {
+  const { name = 'concurrency', limit, ttl, key } = concurrency;
+  if (ttl === undefined) throw new TypeError('redis-rl: concurrency needs a ttl (a lease lives that long unless released or renewed)');
+  return { name, algorithm: 'concurrency', limit, window: ttl, ...(key !== undefined ? { key } : {}) };
+}
+
 /**
  * @param {import('./limiter.js').RateLimiter} limiter
  * @param {import('../index.js').MiddlewareOptions} options
  */
-export function rateLimitMiddleware(limiter, { limits, identify, cost, legacyHeaders = false, scope, prefix6 }) {
-  const list = Array.isArray(limits) ? limits : [limits];
+export function rateLimitMiddleware(limiter, {
+  limits = [], identify, cost, legacyHeaders = false, scope, prefix6, shadow = false, concurrency, requestId = () => randomUUID(),
+}) {
+  const rates = Array.isArray(limits) ? limits : [limits];
+  const slot = concurrency ? concurrencyLimit(concurrency) : undefined;
+  const list = slot ? [...rates, slot] : rates;
+  if (!list.length) throw new TypeError('redis-rl: the middleware needs limits, a concurrency option, or both');
   // A misconfigured limit should stop the app at start-up, not fail every request.
   assertLimits(list);
   const identityOf = identify ?? pseudonymOfAddress(limiter, { scope, prefix6 });
@@ -40,9 +54,11 @@ export function rateLimitMiddleware(limiter, { limits, identify, cost, legacyHea
   return async function rateLimit(req, res, next) {
     try {
       let decision;
+      let identity;
+      const lease = slot ? String(requestId(req)) : undefined;
       try {
-        const identity = await identityOf(req);
-        decision = await limiter.check(list, identity, { cost: cost?.(req) });
+        identity = await identityOf(req);
+        decision = await limiter.check(list, identity, { cost: cost?.(req), lease });
       } catch (err) {
         // Identifying the caller failed (RL.PSEUDONYM unreachable, or the user's function
         // threw): the failure policy decides, as for the limits themselves.
@@ -56,10 +72,31 @@ export function rateLimitMiddleware(limiter, { limits, identify, cost, legacyHea
         res.end();
         return undefined;
       }
-      for (const [name, value] of Object.entries(rateLimitHeaders(decision, { legacy: legacyHeaders }))) {
-        res.setHeader(name, value);
+      const headers = rateLimitHeaders(decision, { legacy: legacyHeaders });
+      const wouldDeny = !decision.allowed;
+      if (wouldDeny && shadow) {
+        // Shadow: the denial is reported and counted, the request goes on; the headers
+        // still show the real state, without a Retry-After for a request not refused.
+        limiter.shadowed(decision, { keys: decision.limits.map((d) => d.key) });
+        delete headers['Retry-After'];
       }
-      if (decision.allowed) return next();
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+      if (!wouldDeny || shadow) {
+        if (slot && !wouldDeny) {
+          // The slot is held until the response is done, however it ends (sent, handler
+          // error answered, client gone); a handler that never ends loses it at the ttl.
+          res.rateLimitLease = lease;
+          let released = false;
+          const release = () => {
+            if (released) return;
+            released = true;
+            limiter.release(slot, identity, lease).catch(() => {});
+          };
+          res.once('finish', release);
+          res.once('close', release);
+        }
+        return next();
+      }
       res.statusCode = 429;
       res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify({ error: 'rate_limited' }));

@@ -11,6 +11,8 @@ enum Algorithm: string
     case SlideCount = 'SLIDECOUNT';
     case Fixed = 'FIXED';
     case Gcra = 'GCRA';
+    /** In-flight leases (RL.CONCURRENCY): the window is the lease ttl. */
+    case Concurrency = 'CONCURRENCY';
 
     public function command(): string
     {

@@ -15,4 +15,14 @@ enum FailurePolicy
     case Open;
     /** Refuse: nothing may pass unlimited. */
     case Closed;
+
+    /** "open" or "closed", for configuration files that cannot hold an enum. */
+    public static function named(string $name): self
+    {
+        return match (strtolower($name)) {
+            'open' => self::Open,
+            'closed' => self::Closed,
+            default => throw new \InvalidArgumentException("failure policy must be 'open' or 'closed', got '{$name}'"),
+        };
+    }
 }

@@ -16,7 +16,13 @@ final class Headers
     public static function for(Decision $decision, bool $legacy = false): array
     {
         $headers = [];
-        if ($decision->limits !== []) {
+        // A concurrency limit counts requests in flight, not over a window: it has no
+        // place in the rate fields (its denial still gets the Retry-After below).
+        $limits = array_values(array_filter(
+            $decision->limits,
+            static fn (LimitDecision $d) => $d->limit->algorithm !== Algorithm::Concurrency,
+        ));
+        if ($limits !== []) {
             $headers['RateLimit-Policy'] = implode(', ', array_map(
                 static fn (LimitDecision $d) => sprintf(
                     '%s;q=%d;w=%d',
@@ -24,7 +30,7 @@ final class Headers
                     $d->limit->limit,
                     self::seconds($d->limit->windowMs),
                 ),
-                $decision->limits,
+                $limits,
             ));
             // t= is the time until the limit is back to its full budget (the reply's
             // reset_after_ms), rounded up: never earlier than it really is.
@@ -35,7 +41,7 @@ final class Headers
                     $d->remaining,
                     self::seconds($d->resetAfterMs),
                 ),
-                $decision->limits,
+                $limits,
             ));
         }
         // Only a denial that can pass later gets a Retry-After; "never" has no time to give.
@@ -43,8 +49,8 @@ final class Headers
         if ($retry !== null) {
             $headers['Retry-After'] = (string) $retry;
         }
-        if ($legacy && $decision->limits !== []) {
-            $tightest = self::tightest($decision->limits);
+        if ($legacy && $limits !== []) {
+            $tightest = self::tightest($limits);
             $headers['X-RateLimit-Limit'] = (string) $tightest->limit->limit;
             $headers['X-RateLimit-Remaining'] = (string) $tightest->remaining;
             $headers['X-RateLimit-Reset'] = (string) self::seconds($tightest->resetAfterMs);
@@ -65,7 +71,7 @@ final class Headers
      *
      * @param non-empty-list<LimitDecision> $limits
      */
-    private static function tightest(array $limits): LimitDecision
+    public static function tightest(array $limits): LimitDecision
     {
         $rank = static fn (LimitDecision $d): array => [
             $d->allowed ? 1 : 0,

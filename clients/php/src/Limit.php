@@ -51,9 +51,21 @@ final readonly class Limit
         return new self($name, Algorithm::Gcra, $key, $limit, self::windowMs($window), $burst);
     }
 
+    /**
+     * At most $limit requests in flight (RL.CONCURRENCY): each holds a lease that lasts
+     * $ttl unless released or heartbeaten first, so a crashed worker's slot comes back.
+     */
+    public static function concurrency(string $name, string $key, int $limit, int|string $ttl): self
+    {
+        return new self($name, Algorithm::Concurrency, $key, $limit, self::windowMs($ttl));
+    }
+
     /** The same limit for a request that spends $cost units (tokens, bytes, ...). */
     public function withCost(int $cost): self
     {
+        if ($this->algorithm === Algorithm::Concurrency) {
+            throw new InvalidArgumentException('a concurrency limit holds one lease per request; it has no cost');
+        }
         return new self($this->name, $this->algorithm, $this->key, $this->limit, $this->windowMs, $this->burst, $cost);
     }
 

@@ -14,6 +14,8 @@ enum Mode
     case Refund;
     /** Clear the limiter's state. */
     case Reset;
+    /** RL.CONCURRENCY only: push a held lease's expiry to now + ttl. */
+    case Heartbeat;
 
     public function option(): ?string
     {
@@ -21,6 +23,19 @@ enum Mode
             self::Hit => null,
             self::Peek => 'PEEK',
             self::Refund => 'REFUND',
+            self::Reset => 'RESET',
+            self::Heartbeat => throw new \InvalidArgumentException('HEARTBEAT is for a single concurrency limit'),
+        };
+    }
+
+    /** RL.CONCURRENCY's subcommand for this mode (ACQUIRE/RELEASE/HEARTBEAT take the lease id). */
+    public function leaseWord(): string
+    {
+        return match ($this) {
+            self::Hit => 'ACQUIRE',
+            self::Refund => 'RELEASE',
+            self::Heartbeat => 'HEARTBEAT',
+            self::Peek => 'PEEK',
             self::Reset => 'RESET',
         };
     }

@@ -21,6 +21,9 @@ final class RateLimiter
     /** @var Closure(string, string, array<string, mixed>): void */
     private readonly Closure $log;
 
+    /** Requests that shadow mode let through although the server denied them. */
+    private int $shadowDenials = 0;
+
     /**
      * @param LoggerInterface|Closure(string $level, string $message, array<string, mixed> $context): void|null $logger
      *        where failures go; null writes them with error_log(), never nowhere
@@ -64,24 +67,89 @@ final class RateLimiter
     }
 
     /**
+     * RL.CONCURRENCY ACQUIRE: takes (or renews, the call is idempotent) the lease $leaseId
+     * on every concurrency limit among $limits; with rate limits beside it, one RL.ALL
+     * with LEASE: a denied rate limit takes no lease, a full concurrency limit spends no
+     * rate budget.
+     */
+    public function acquire(string $leaseId, Limit ...$limits): Decision
+    {
+        return $this->decide(array_values($limits), Mode::Hit, $leaseId);
+    }
+
+    /** RL.CONCURRENCY RELEASE of $leaseId on one concurrency limit (an unknown id is no error). */
+    public function release(string $leaseId, Limit $concurrency): Decision
+    {
+        return $this->decide([self::concurrencyOnly($concurrency)], Mode::Refund, $leaseId);
+    }
+
+    /** RL.CONCURRENCY HEARTBEAT: keeps a held lease alive for another ttl; denied if it is gone. */
+    public function heartbeat(string $leaseId, Limit $concurrency): Decision
+    {
+        return $this->decide([self::concurrencyOnly($concurrency)], Mode::Heartbeat, $leaseId);
+    }
+
+    /**
+     * RL.THROTTLE (redis-cell's CL.THROTTLE): $count per $period seconds, $maxBurst + 1 at
+     * once; quantity 0 reports without spending. The failure policy answers when Redis
+     * cannot.
+     *
+     * @throws RedisFailure of kind Misuse
+     */
+    public function throttle(string $key, int $maxBurst, int $count, int $period, int $quantity = 1): ThrottleDecision
+    {
+        $args = ['RL.THROTTLE', $key, (string) $maxBurst, (string) $count, (string) $period, (string) $quantity];
+        if ($this->clock !== null) {
+            array_push($args, 'NOW', (string) $this->now());
+        }
+        try {
+            $reply = $this->redis->command($key, ...$args);
+            if (!is_array($reply) || !array_is_list($reply) || count($reply) !== 5
+                || array_filter($reply, 'is_int') !== $reply) {
+                throw RedisFailure::unavailable('unexpected reply to RL.THROTTLE: ' . json_encode($reply));
+            }
+
+            return ThrottleDecision::fromReply($reply);
+        } catch (RedisFailure $failure) {
+            $policy = $this->failed($failure);
+
+            return new ThrottleDecision($policy->allowed, $maxBurst + 1, 0, $policy->retryAfterSeconds(), 0, $failure);
+        }
+    }
+
+    /**
      * @param list<Limit> $limits
+     * @param ?string $leaseId the lease for the concurrency limits among $limits
      * @throws RedisFailure of kind Misuse: the server refused the call itself
      */
-    public function decide(array $limits, Mode $mode): Decision
+    public function decide(array $limits, Mode $mode, ?string $leaseId = null): Decision
     {
         if ($limits === []) {
             throw new InvalidArgumentException('at least one limit is needed');
         }
+        $leased = array_filter($limits, static fn (Limit $l) => $l->algorithm === Algorithm::Concurrency) !== [];
+        if ($leased && $leaseId === null && in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
+            throw new InvalidArgumentException('a concurrency limit needs a lease id: use acquire()/release()');
+        }
         $now = $this->now();
-        $args = count($limits) === 1
-            ? [$limits[0]->algorithm->command(), ...$limits[0]->arguments()]
-            : ['RL.ALL', (string) count($limits), ...array_merge(...array_map(
+        if (count($limits) === 1 && $leased) {
+            $args = ['RL.CONCURRENCY', ...$limits[0]->arguments(), $mode->leaseWord()];
+            if (in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
+                $args[] = (string) $leaseId;
+            }
+        } elseif (count($limits) === 1) {
+            $args = [$limits[0]->algorithm->command(), ...$limits[0]->arguments()];
+        } else {
+            $args = ['RL.ALL', (string) count($limits), ...array_merge(...array_map(
                 static fn (Limit $l) => [$l->algorithm->value, ...$l->arguments()],
                 $limits,
             ))];
+        }
         $signature = implode("\0", $args);
 
-        if ($mode === Mode::Hit && ($cached = $this->denyCache?->lookup($signature, $now)) !== null) {
+        // A lease can come back early (a RELEASE elsewhere): a cached denial could be wrong.
+        $cacheable = $mode === Mode::Hit && !$leased;
+        if ($cacheable && ($cached = $this->denyCache?->lookup($signature, $now)) !== null) {
             return $cached;
         }
         if ($mode === Mode::Refund || $mode === Mode::Reset) {
@@ -90,7 +158,10 @@ final class RateLimiter
         if ($this->clock !== null) {
             array_push($args, 'NOW', (string) $now);
         }
-        if ($mode->option() !== null) {
+        if (count($limits) > 1 && $leased && $leaseId !== null) {
+            array_push($args, 'LEASE', $leaseId);
+        }
+        if (!($leased && count($limits) === 1) && $mode->option() !== null) {
             $args[] = $mode->option();
         }
 
@@ -100,7 +171,7 @@ final class RateLimiter
         } catch (RedisFailure $failure) {
             return $this->failed($failure);
         }
-        if ($mode === Mode::Hit) {
+        if ($cacheable) {
             $this->denyCache?->remember($signature, $decision, $now);
         }
 
@@ -151,6 +222,40 @@ final class RateLimiter
             : new Decision(false, 0, $this->closedRetryAfterMs, 0, [], $why);
     }
 
+    /**
+     * Shadow mode, for every middleware and adapter: whether to let $decision's request
+     * through. A real denial is let through anyway when $shadow is set, reported to the
+     * logger (at notice) and counted; the decision itself stays as the server gave it, so
+     * the headers still describe the real state. A failure is never shadowed: the failure
+     * policy already decided what an outage means.
+     */
+    public function admits(Decision $decision, bool $shadow, string $where = 'request'): bool
+    {
+        if ($decision->allowed || !$shadow || $decision->failure !== null) {
+            return $decision->allowed;
+        }
+        $this->shadowDenials++;
+        $names = implode(', ', array_map(static fn (LimitDecision $d) => $d->limit->name, array_filter(
+            $decision->limits,
+            static fn (LimitDecision $d) => !$d->allowed,
+        )));
+        ($this->log)('notice', "redis-rl: shadow mode, would have denied {$where} ({$names}): {error}", [
+            'error' => "retry after {$decision->retryAfterMs} ms",
+            'where' => $where,
+            'limits' => $names,
+            'shadow' => true,
+            'retry_after_ms' => $decision->retryAfterMs,
+        ]);
+
+        return true;
+    }
+
+    /** How many denials shadow mode let through in this process (each was also logged). */
+    public function shadowDenials(): int
+    {
+        return $this->shadowDenials;
+    }
+
     /** The kit's time in unix µs: the injected clock's, else this machine's. */
     public function now(): int
     {
@@ -177,6 +282,15 @@ final class RateLimiter
     {
         return array_is_list($reply) && count($reply) >= 4
             && is_int($reply[0]) && is_int($reply[1]) && is_int($reply[2]) && is_int($reply[3]);
+    }
+
+    private static function concurrencyOnly(Limit $limit): Limit
+    {
+        if ($limit->algorithm !== Algorithm::Concurrency) {
+            throw new InvalidArgumentException("'{$limit->name}' is not a concurrency limit");
+        }
+
+        return $limit;
     }
 
     private function failed(RedisFailure $failure): Decision

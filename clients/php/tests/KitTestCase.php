@@ -17,7 +17,7 @@ use RedisRl\Tests\Support\Servers;
 abstract class KitTestCase extends TestCase
 {
     /** A fixed instant (2024-06-17 07:29:09.8 UTC) that the tests step from with NOW. */
-    protected const T0 = 1_718_609_349_800_000;
+    public const T0 = 1_718_609_349_800_000;
 
     /** @var array<string, ?string> feature => why it is missing (null: present) */
     private static array $missing = [];
@@ -56,6 +56,8 @@ abstract class KitTestCase extends TestCase
             $probe = match ($feature) {
                 'RL.ALL' => ['RL.ALL', '1', 'FIXED', 'rl:{probe}', '1', '1', 'PEEK'],
                 'REFUND', 'RESET' => ['RL.FIXED', 'rl:{probe}', '1', '1', $feature],
+                'RL.CONCURRENCY' => ['RL.CONCURRENCY', 'rl:{probe}:c', '1', '1', 'PEEK'],
+                'RL.THROTTLE' => ['RL.THROTTLE', 'rl:{probe}:t', '1', '1', '60', '0'],
             };
             $redis = Servers::client(Servers::get()->standalone());
             $ok = $redis->rawCommand(...$probe) !== false;

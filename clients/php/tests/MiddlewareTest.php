@@ -124,6 +124,31 @@ final class MiddlewareTest extends KitTestCase
         self::assertCount(2, $this->logger->records, 'each outage reported once');
     }
 
+    public function testShadowModeLetsTheDenialThroughReportsItAndKeepsTheRealHeaders(): void
+    {
+        $limiter = $this->limiter(clock: $this->clock);
+        $id = 'shadow-' . random_int(0, PHP_INT_MAX);
+        $middleware = new RateLimitMiddleware(
+            $limiter,
+            new Psr17Factory(),
+            [Limit::fixed('api', 'rl:{id}:shadow', 1, 60)],
+            static fn () => $id,
+            shadow: true,
+        );
+
+        $first = $middleware->process(self::request('192.0.2.1'), $this->app);
+        $second = $middleware->process(self::request('192.0.2.1'), $this->app);
+
+        self::assertSame([200, 200], [$first->getStatusCode(), $second->getStatusCode()]);
+        self::assertSame(2, $this->app->calls, 'the would-be denial reached the application');
+        self::assertSame('"api";r=0;t=51', $second->getHeaderLine('RateLimit'), 'the real state');
+        self::assertSame('51', $second->getHeaderLine('Retry-After'));
+        self::assertSame(1, $limiter->shadowDenials());
+        self::assertSame([['notice', 'redis-rl: shadow mode, would have denied GET /api/v1/trending (api): retry after 50200 ms']], $this->logger->records);
+        // Shadow mode spends what a real request spends: the server counted one, not two.
+        self::assertSame('1', Servers::client(Servers::get()->standalone())->get("rl:{{$id}}:shadow:1718609340"));
+    }
+
     /** @param list<Limit> $limits */
     private function middleware(array $limits, ?\Closure $identify = null, ?\RedisRl\RateLimiter $limiter = null): RateLimitMiddleware
     {

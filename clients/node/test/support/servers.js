@@ -56,48 +56,62 @@ async function until(what, check, timeoutMs = 15000) {
 }
 
 /**
- * Starts one redis-server. `module: false` starts it without the module.
+ * Starts one redis-server. `module: false` starts it without the module; `persist: true`
+ * keeps every write in an fsynced AOF, so that restart() loses nothing.
  * @returns {Promise<{port: number, url: string, stop: () => Promise<void>, dir: string}>}
  */
-export async function startServer({ module = true, cluster = false, extra = [] } = {}) {
+export async function startServer({ module = true, cluster = false, persist = false, extra = [] } = {}) {
   if (module && !existsSync(MODULE)) throw new Error(`module not found: ${MODULE} (set RL_MODULE)`);
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'rl-node-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'];
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
+    ...(persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
   if (module) args.push('--loadmodule', MODULE);
   if (cluster) {
     args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'),
       '--cluster-port', String(await freePort()), '--cluster-node-timeout', '5000');
   }
   args.push(...extra);
-  const proc = spawn(SERVER, args, { env: { ...process.env, RL_SECRET: SECRET }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  proc.stdout.on('data', (d) => { log += d; });
-  proc.stderr.on('data', (d) => { log += d; });
-  const exited = new Promise((r) => proc.once('exit', r));
-  let dead = false;
-  exited.then(() => { dead = true; });
-  try {
-    await until(`redis-server on ${port}`, async () => {
-      if (dead) throw Object.assign(new Error(`redis-server exited:\n${log}`), { fatal: true });
-      return (await rawCommand(port, 'PING', 300)).startsWith('+PONG');
-    });
-  } catch (err) {
-    proc.kill('SIGKILL');
-    throw err;
-  }
-  return {
-    port,
-    dir,
-    url: `redis://127.0.0.1:${port}`,
-    stop: async () => {
-      if (!dead) {
-        proc.kill('SIGKILL');
-        await exited;
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
+  const server = { port, dir, url: `redis://127.0.0.1:${port}` };
+  let proc;
+  let exited;
+  let dead = true;
+  const launch = async () => {
+    proc = spawn(SERVER, args, { env: { ...process.env, RL_SECRET: SECRET }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    proc.stdout.on('data', (d) => { log += d; });
+    proc.stderr.on('data', (d) => { log += d; });
+    dead = false;
+    exited = new Promise((r) => proc.once('exit', r));
+    exited.then(() => { dead = true; });
+    try {
+      await until(`redis-server on ${port}`, async () => {
+        if (dead) throw Object.assign(new Error(`redis-server exited:\n${log}`), { fatal: true });
+        return (await rawCommand(port, 'PING', 300)).startsWith('+PONG');
+      });
+    } catch (err) {
+      proc.kill('SIGKILL');
+      throw err;
+    }
   };
+  const kill = async () => {
+    if (!dead) {
+      proc.kill('SIGKILL');
+      await exited;
+    }
+  };
+  await launch();
+  /** SIGKILL, then the same server again on the same port and data folder. */
+  server.restart = async ({ downMs = 0 } = {}) => {
+    await kill();
+    if (downMs) await new Promise((r) => setTimeout(r, downMs));
+    await launch();
+  };
+  server.stop = async () => {
+    await kill();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return server;
 }
 
 /** Three primaries with the module, all slots assigned, cluster_state:ok on every node. */

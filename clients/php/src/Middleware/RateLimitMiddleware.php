@@ -10,6 +10,8 @@ use Psr\Http\Message\ResponseInterface;
 use Psr\Http\Message\ServerRequestInterface;
 use Psr\Http\Server\MiddlewareInterface;
 use Psr\Http\Server\RequestHandlerInterface;
+use InvalidArgumentException;
+use RedisRl\Algorithm;
 use RedisRl\Decision;
 use RedisRl\Headers;
 use RedisRl\Limit;
@@ -22,6 +24,12 @@ use RedisRl\RedisFailure;
  * cannot decide, the limiter's failure policy answers: open passes the request on without
  * rate-limit headers, closed answers 503 with Retry-After (an outage is not the caller's
  * fault, and a 429 would tell them to slow down).
+ *
+ * Shadow mode lets a denied request through (reported to the limiter's logger and
+ * counted, the headers still the real state). The concurrency option holds a lease,
+ * named by a request id generated here, while the handler runs: taken with the rate
+ * limits in the same RL.ALL, given back after the response, also when the handler
+ * throws; a worker that dies leaves a lease that expires after the limit's ttl.
  */
 final class RateLimitMiddleware implements MiddlewareInterface
 {
@@ -29,7 +37,7 @@ final class RateLimitMiddleware implements MiddlewareInterface
     private readonly Closure $identify;
 
     /**
-     * @param non-empty-list<Limit> $limits keys with an `{id}` placeholder, e.g. "rl:{id}:api"
+     * @param list<Limit> $limits keys with an `{id}` placeholder; may be empty with $concurrency
      * @param ?callable(ServerRequestInterface): ?string $identify who is calling; null: the
      *        failure policy answers. Default: RL.PSEUDONYM of the client address.
      */
@@ -39,23 +47,48 @@ final class RateLimitMiddleware implements MiddlewareInterface
         private readonly array $limits,
         ?callable $identify = null,
         private readonly bool $legacyHeaders = false,
+        private readonly bool $shadow = false,
+        /** A Limit::concurrency(...) with an `{id}` key: at most its limit in flight per caller. */
+        private readonly ?Limit $concurrency = null,
     ) {
         $this->identify = Closure::fromCallable($identify ?? new ClientIpPseudonym($limiter));
+        if ($limits === [] && $concurrency === null) {
+            throw new InvalidArgumentException('at least one limit (or the concurrency option) is needed');
+        }
+        if ($concurrency !== null && $concurrency->algorithm !== Algorithm::Concurrency) {
+            throw new InvalidArgumentException('the concurrency option takes a Limit::concurrency(...)');
+        }
     }
 
     public function process(ServerRequestInterface $request, RequestHandlerInterface $handler): ResponseInterface
     {
         $identity = ($this->identify)($request);
-        $decision = $identity === null
+        $lease = $this->concurrency !== null && $identity !== null ? $this->concurrency->forIdentity($identity) : null;
+        $leaseId = bin2hex(random_bytes(12));
+        $limits = $identity === null ? [] : array_map(static fn (Limit $l) => $l->forIdentity($identity), $this->limits);
+        $decision = match (true) {
             // Whatever failed (RL.PSEUDONYM) was reported where it failed.
-            ? $this->limiter->policyDecision(RedisFailure::unavailable('no identity for this request'))
-            : $this->limiter->hit(...array_map(static fn (Limit $l) => $l->forIdentity($identity), $this->limits));
-
-        $response = match (true) {
-            $decision->allowed => $handler->handle($request),
-            $decision->failure !== null => $this->refusal(503, 'rate_limiter_unavailable'),
-            default => $this->refusal(429, 'rate_limited'),
+            $identity === null => $this->limiter->policyDecision(RedisFailure::unavailable('no identity for this request')),
+            $lease !== null => $this->limiter->acquire($leaseId, ...[...$limits, $lease]),
+            default => $this->limiter->hit(...$limits),
         };
+
+        if (!$this->limiter->admits($decision, $this->shadow, $request->getMethod() . ' ' . $request->getUri()->getPath())) {
+            $response = $decision->failure !== null
+                ? $this->refusal(503, 'rate_limiter_unavailable')
+                : $this->refusal(429, 'rate_limited');
+
+            return $this->withHeaders($response, $decision);
+        }
+        try {
+            $response = $handler->handle($request);
+        } finally {
+            // Only a lease the server gave is given back (not one shadow mode or an
+            // outage let through without one).
+            if ($lease !== null && $decision->allowed && $decision->failure === null) {
+                $this->limiter->release($leaseId, $lease);
+            }
+        }
 
         return $this->withHeaders($response, $decision);
     }

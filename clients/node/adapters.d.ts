@@ -1,0 +1,73 @@
+// Types for the framework adapters: redis-rl/express-rate-limit, redis-rl/nestjs,
+// redis-rl/fastify, redis-rl/rate-limiter-flexible (one file for the four entry points).
+import type { Decision, FailureInfo } from './index.js';
+
+export interface AdapterOptions {
+  /** node-redis createClient()/createCluster(), or ioredis new Redis()/new Redis.Cluster(). */
+  client: unknown;
+  /** The module's algorithm. Default 'slidecount'. */
+  algorithm?: 'slidecount' | 'slidelog' | 'gcra' | 'fixed';
+  /** GCRA only: how many may come at once (default: the limit). */
+  burst?: number;
+  /** Let would-be denials pass; report them to onShadow and count them. Default false. */
+  shadow?: boolean;
+  onShadow?: (decision: Decision, info: { keys: string[] }) => void;
+  /** Told about every failure before the library's own switch decides. Default console.warn. */
+  onError?: (err: Error, info: FailureInfo | { command: string; keys: string[]; failure: 'library' }) => void;
+  /** Milliseconds to wait for Redis. Default 300. */
+  timeout?: number;
+  /** Unix ms; when given, sent as NOW with every call. */
+  clock?: () => number;
+}
+
+// redis-rl/express-rate-limit
+export class RedisRlStore {
+  constructor(options: AdapterOptions & { prefix?: string });
+  readonly localKeys: false;
+  prefix: string;
+  readonly shadowDenials: number;
+  init(options: { limit: unknown; windowMs: number }): void;
+  increment(key: string): Promise<{ totalHits: number; resetTime: Date }>;
+  decrement(key: string): Promise<void>;
+  resetKey(key: string): Promise<void>;
+  get(key: string): Promise<{ totalHits: number; resetTime: Date } | undefined>;
+}
+
+// redis-rl/nestjs
+export class RedisRlThrottlerStorage {
+  constructor(options: AdapterOptions & { failure: 'open' | 'closed'; prefix?: string });
+  readonly shadowDenials: number;
+  increment(key: string, ttl: number, limit: number, blockDuration: number, throttlerName: string): Promise<{
+    totalHits: number; timeToExpire: number; isBlocked: boolean; timeToBlockExpire: number;
+  }>;
+}
+
+// redis-rl/fastify
+export function redisRlStore(options: AdapterOptions & { nameSpace?: string }): {
+  new (params: object): {
+    incr(key: string, cb: (err: Error | null, res: { current: number; ttl: number } | null) => void, timeWindow: number, max: number): void;
+    read(key: string, cb: (err: Error | null, res: { current: number; ttl: number } | null) => void, timeWindow: number, max: number): void;
+    child(routeOptions: object): unknown;
+  };
+  readonly shadowDenials: number;
+};
+
+// redis-rl/rate-limiter-flexible
+export class RateLimiterRedisRl {
+  constructor(options: Omit<AdapterOptions, 'client'> & {
+    storeClient: unknown; points: number; duration: number; keyPrefix?: string; insuranceLimiter?: unknown;
+  });
+  readonly points: number;
+  readonly keyPrefix: string;
+  readonly shadowDenials: number;
+  consume(key: string | number, points?: number, options?: object): Promise<unknown>;
+  get(key: string | number, options?: object): Promise<unknown>;
+  delete(key: string | number, options?: object): Promise<boolean>;
+  reward(key: string | number, points?: number, options?: object): Promise<unknown>;
+  penalty(key: string | number, points?: number, options?: object): Promise<unknown>;
+}
+
+export class RateLimiterUnionRl {
+  constructor(...limiters: RateLimiterRedisRl[]);
+  consume(key: string | number, points?: number): Promise<Record<string, unknown>>;
+}

@@ -1,0 +1,231 @@
+// redis-rl/express-rate-limit inside real Express apps, on express-rate-limit 7 and 8,
+// next to the library's stock Redis store (rate-limit-redis) on the same server.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import express from 'express';
+import rateLimit8 from 'express-rate-limit';
+import rateLimit7 from 'express-rate-limit-7';
+import { RedisStore as StockStore6 } from 'rate-limit-redis';
+import { RedisStore as StockStore4 } from 'rate-limit-redis-4';
+import { RedisRlStore } from 'redis-rl/express-rate-limit';
+import { ioredisClient } from './support/clients.js';
+import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { freePort, startServer } from './support/servers.js';
+
+const T = 1718609340000;
+const quiet = { error() {}, warn() {} };
+
+// express-rate-limit 7 has no logger option: it reports store errors on console.error.
+async function withoutConsoleError(fn) {
+  const original = console.error;
+  console.error = () => {};
+  try {
+    return await fn();
+  } finally {
+    console.error = original;
+  }
+}
+
+let redis;
+let conn;
+before(async () => {
+  redis = await startServer();
+  conn = await ioredisClient(redis.port);
+});
+after(async () => {
+  await conn?.close();
+  await redis?.stop();
+});
+
+let ids = 0;
+const freshId = () => `user-${++ids}`;
+
+// An Express app: one rate-limited route that answers 200, or 500 on /fail.
+async function app(rateLimit, options) {
+  const a = express();
+  a.use(rateLimit({ keyGenerator: (req) => req.headers['x-id'], validate: false, ...options }));
+  a.get('/', (req, res) => res.send('ok'));
+  const server = await listen(http.createServer(a));
+  return {
+    ...server,
+    hit: async (id) => {
+      const res = await fetch(server.base, { headers: { 'x-id': id } });
+      return { status: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
+    },
+  };
+}
+
+for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], ['7', rateLimit7, StockStore4]]) {
+  describe(`express-rate-limit ${version}`, () => {
+    it('the limit holds exactly; RateLimit, X-RateLimit-*, Retry-After and the 429 come from the module\'s reply', async () => {
+      const time = steppedTime(T);
+      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock });
+      const srv = await app(rateLimit, { windowMs: 10_000, limit: 3, standardHeaders: 'draft-7', legacyHeaders: true, store });
+      const id = freshId();
+      try {
+        const seen = [];
+        for (const ms of [0, 1000, 2000, 3000]) {
+          await time.at(ms);
+          const r = await srv.hit(id);
+          seen.push([r.status, r.headers.ratelimit, r.headers['x-ratelimit-remaining'], r.headers['retry-after']]);
+        }
+        assert.deepEqual(seen, [
+          [200, 'limit=3, remaining=2, reset=10', '2', undefined],
+          [200, 'limit=3, remaining=1, reset=10', '1', undefined],
+          [200, 'limit=3, remaining=0, reset=10', '0', undefined],
+          // The first hit leaves the sliding log 7 s later: that is the wait, not the window.
+          [429, 'limit=3, remaining=0, reset=7', '0', '7'],
+        ]);
+        // Exactly when the first hit ages out, one more passes, and only one.
+        await time.at(10_001);
+        assert.equal((await srv.hit(id)).status, 200);
+        assert.equal((await srv.hit(id)).status, 429);
+        // The library's own getKey/resetKey go to the store (PEEK, RESET).
+        const { status, body } = await srv.hit(id);
+        assert.equal(status, 429);
+        assert.match(body, /Too many requests/);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it('get, resetKey and decrement (skipFailedRequests) reach the module', async () => {
+      const time = steppedTime(T);
+      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock });
+      const a = express();
+      const limiter = rateLimit({ keyGenerator: (req) => req.headers['x-id'], validate: false, windowMs: 60_000, limit: 2, skipFailedRequests: true, store });
+      a.get('/fail', limiter, (req, res) => res.status(500).send('no'));
+      a.get('/', limiter, (req, res) => res.send('ok'));
+      const srv = await listen(http.createServer(a));
+      const id = freshId();
+      const hit = (path) => fetch(srv.base + path, { headers: { 'x-id': id } }).then((r) => r.status);
+      try {
+        assert.equal(await limiter.getKey(id), undefined);
+        // Failed requests are given back (REFUND) once the response is sent.
+        for (let i = 0; i < 3; i++) assert.equal(await hit('/fail'), 500);
+        await new Promise((r) => setTimeout(r, 50));
+        assert.deepEqual(await hit('/'), 200);
+        assert.equal((await limiter.getKey(id)).totalHits, 1);
+        assert.deepEqual([await hit('/'), await hit('/')], [200, 429]);
+        await limiter.resetKey(id);
+        assert.equal(await limiter.getKey(id), undefined);
+        assert.equal(await hit('/'), 200);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it('the boundary burst: the stock store admits 16, the module\'s sliding windows about half', async (t) => {
+      const stock = await app(rateLimit, {
+        windowMs: BURST_WINDOW_MS, limit: 8, store: new StockStore({ sendCommand: (...args) => conn.client.call(...args), prefix: 'stock-erl:' }),
+      });
+      const results = {};
+      try {
+        // Real time: the stock store counts on the server's clock (PEXPIRE).
+        results.stock = await realTimeBurst(() => {
+          const id = freshId();
+          return async () => (await stock.hit(id)).status === 200;
+        });
+      } finally {
+        await stock.close();
+      }
+      for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
+        const time = steppedTime(T);
+        const ours = await app(rateLimit, { windowMs: BURST_WINDOW_MS, limit: 8, store: new RedisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
+        try {
+          const own = freshId();
+          results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(own)).status === 200);
+        } finally {
+          await ours.close();
+        }
+      }
+      t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
+      assert.equal(results.stock, 16);
+      // 8 before the boundary; after it only what the sliding window freed: the first
+      // hit aged out (slidelog), the previous window's weight fell by 1/8 (slidecount).
+      assert.equal(results.slidelog, 9);
+      assert.equal(results.slidecount, 9);
+      // GCRA refills at one per 250 ms: 650 ms after the 8th request, 3 more fit.
+      assert.equal(results.gcra, 11);
+      // The control: the module's fixed window on a window-aligned start bursts too.
+      assert.equal(results.fixed, 16);
+    });
+
+    it('shadow: a would-be denial passes, is reported and counted; the headers show the real state', async () => {
+      const reported = [];
+      const time = steppedTime(T);
+      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, shadow: true, clock: time.clock, onShadow: (d, info) => reported.push(info.keys) });
+      const srv = await app(rateLimit, { windowMs: 10_000, limit: 2, standardHeaders: 'draft-7', store });
+      const id = freshId();
+      try {
+        const statuses = [];
+        for (let i = 0; i < 4; i++) statuses.push((await srv.hit(id)).status);
+        assert.deepEqual(statuses, [200, 200, 200, 200]);
+        assert.equal(store.shadowDenials, 2);
+        assert.deepEqual(reported, [[`rl:erl:{${id}}`], [`rl:erl:{${id}}`]]);
+        const last = await srv.hit(id);
+        assert.match(last.headers.ratelimit, /^limit=2, remaining=0, reset=\d+$/);
+        assert.equal(last.headers['retry-after'], undefined);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it('a dead Redis: passOnStoreError decides (true allows, false errors), every failure reported, fast', () => withoutConsoleError(async () => {
+      const { default: Redis } = await import('ioredis');
+      const { ioredisOptions } = await import('redis-rl');
+      const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+      dead.on('error', () => {});
+      const reported = [];
+      try {
+        for (const passOnStoreError of [true, false]) {
+          const store = new RedisRlStore({ client: dead, onError: (err, info) => reported.push(info) });
+          const srv = await app(rateLimit, { windowMs: 10_000, limit: 2, passOnStoreError, store, logger: quiet });
+          try {
+            const started = performance.now();
+            const r = await srv.hit('someone');
+            assert.ok(performance.now() - started < 1500);
+            assert.equal(r.status, passOnStoreError ? 200 : 500);
+            assert.equal(r.headers.ratelimit, undefined);
+          } finally {
+            await srv.close();
+          }
+        }
+        assert.deepEqual(reported.map((i) => [i.command, i.failure]), [['RL.SLIDECOUNT', 'library'], ['RL.SLIDECOUNT', 'library']]);
+      } finally {
+        dead.disconnect();
+      }
+    }));
+
+    it('a restart under traffic loses nothing and needs no script (no NOSCRIPT)', () => withoutConsoleError(async () => {
+      const server = await startServer({ persist: true });
+      const c = await ioredisClient(server.port);
+      const errors = [];
+      const store = new RedisRlStore({ client: c.client, timeout: SLOW_OK, clock: () => T, onError: (err) => errors.push(err.message) });
+      const srv = await app(rateLimit, { windowMs: 60_000, limit: 12, passOnStoreError: true, standardHeaders: 'draft-7', store, logger: quiet });
+      try {
+        const counts = await restartUnderTraffic(server, async () => {
+          const r = await srv.hit('steady');
+          if (r.status === 429) return 'denied';
+          return r.headers.ratelimit ? 'admitted' : 'failure';
+        });
+        assert.equal(counts.admitted, 12, JSON.stringify(counts));
+        assert.ok(counts.denied > 10, JSON.stringify(counts));
+        assert.ok(counts.failure > 0, `the traffic met the restart: ${JSON.stringify(counts)}`);
+        assert.ok(errors.every((m) => !/NOSCRIPT/.test(m)));
+      } finally {
+        await srv.close();
+        await c.close();
+        await server.stop();
+      }
+    }));
+  });
+}
+
+it('refused when built: a failure option (the policy is passOnStoreError), a limit per request', () => {
+  assert.throws(() => new RedisRlStore({ client: conn.client, timeout: SLOW_OK, failure: 'open' }), /passOnStoreError/);
+  assert.throws(() => new RedisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'leaky' }), /unknown algorithm/);
+  // express-rate-limit 7 calls init synchronously, so the app does not start.
+  assert.throws(() => rateLimit7({ limit: () => 5, store: new RedisRlStore({ client: conn.client }), validate: false }), /limit must be a number/);
+});

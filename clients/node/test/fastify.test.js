@@ -1,0 +1,210 @@
+// redis-rl/fastify inside real Fastify apps (driven by fastify.inject), on
+// @fastify/rate-limit 10 and 11, next to the plugin's own Redis store on the same server.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import Fastify from 'fastify';
+import rateLimit11 from '@fastify/rate-limit';
+import rateLimit10 from 'fastify-rate-limit-10';
+import { redisRlStore } from 'redis-rl/fastify';
+import { ioredisClient } from './support/clients.js';
+import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { freePort, startServer } from './support/servers.js';
+
+const T = 1718609340000;
+
+let redis;
+let conn;
+before(async () => {
+  redis = await startServer();
+  conn = await ioredisClient(redis.port);
+});
+after(async () => {
+  await conn?.close();
+  await redis?.stop();
+});
+
+let ids = 0;
+const freshId = () => `user-${++ids}`;
+
+async function app(plugin, options, routes = (f) => f.get('/', async () => 'ok')) {
+  const f = Fastify();
+  await f.register(plugin, { keyGenerator: (req) => req.headers['x-id'], ...options });
+  routes(f);
+  await f.ready();
+  return {
+    hit: async (id, url = '/') => {
+      const r = await f.inject({ method: 'GET', url, headers: { 'x-id': id } });
+      return { status: r.statusCode, headers: r.headers, body: r.body };
+    },
+    close: () => f.close(),
+  };
+}
+
+for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
+  describe(`@fastify/rate-limit ${version}`, () => {
+    it('the limit holds exactly; x-ratelimit-*, retry-after and the 429 come from the module\'s reply', async () => {
+      const time = steppedTime(T);
+      const srv = await app(plugin, { max: 3, timeWindow: 10_000, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock }) });
+      const id = freshId();
+      try {
+        const seen = [];
+        for (const ms of [0, 1000, 2000, 3000]) {
+          await time.at(ms);
+          const r = await srv.hit(id);
+          seen.push([r.status, r.headers['x-ratelimit-limit'], r.headers['x-ratelimit-remaining'], r.headers['x-ratelimit-reset'], r.headers['retry-after']]);
+        }
+        assert.deepEqual(seen, [
+          [200, '3', '2', '10', undefined],
+          [200, '3', '1', '10', undefined],
+          [200, '3', '0', '10', undefined],
+          [429, '3', '0', '7', '7'],
+        ]);
+        const denied = await srv.hit(id);
+        assert.equal(JSON.parse(denied.body).message, 'Rate limit exceeded, retry in 7 seconds');
+        await time.at(10_001);
+        assert.deepEqual([(await srv.hit(id)).status, (await srv.hit(id)).status], [200, 429]);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it('a route\'s own config gets a child store with its own key and limit', async () => {
+      const time = steppedTime(T);
+      const srv = await app(plugin, { max: 5, timeWindow: 10_000, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock }) }, (f) => {
+        f.get('/', async () => 'ok');
+        // The same window as the global limit, so a shared key would show in the counts.
+        f.get('/strict', { config: { rateLimit: { max: 1, timeWindow: '10 seconds' } } }, async () => 'ok');
+      });
+      const id = freshId();
+      try {
+        assert.deepEqual([(await srv.hit(id, '/strict')).status, (await srv.hit(id, '/strict')).status], [200, 429]);
+        const r = await srv.hit(id, '/');
+        assert.deepEqual([r.status, r.headers['x-ratelimit-remaining']], [200, '4']);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it('ban, continueExceeding and exponentialBackoff are refused when the store is built', async () => {
+      for (const [options, message] of [
+        [{ ban: 2 }, /'ban' counts denied requests/],
+        [{ continueExceeding: true }, /'continueExceeding'/],
+        [{ exponentialBackoff: true }, /'exponentialBackoff'/],
+      ]) {
+        await assert.rejects(app(plugin, { max: 3, timeWindow: 1000, ...options, store: redisRlStore({ client: conn.client }) }), message);
+      }
+      // On a route too.
+      await assert.rejects(app(plugin, { max: 3, timeWindow: 1000, store: redisRlStore({ client: conn.client }) },
+        (f) => f.get('/x', { config: { rateLimit: { max: 1, timeWindow: 1000, ban: 0 } } }, async () => 'ok')), /'ban' on GET\/x/);
+      assert.throws(() => redisRlStore({ client: conn.client, timeout: SLOW_OK, failure: 'open' }), /skipOnError/);
+    });
+
+    it('the boundary burst: the plugin\'s Redis store admits 16, the module\'s sliding windows about half', async (t) => {
+      const results = {};
+      const stock = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, redis: conn.client, nameSpace: `stock-fastify-${version}-` });
+      try {
+        results.stock = await realTimeBurst(() => {
+          const id = freshId();
+          return async () => (await stock.hit(id)).status === 200;
+        });
+      } finally {
+        await stock.close();
+      }
+      for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
+        const time = steppedTime(T);
+        const ours = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
+        try {
+          const id = freshId();
+          results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(id)).status === 200);
+        } finally {
+          await ours.close();
+        }
+      }
+      t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
+      assert.deepEqual(results, { stock: 16, slidecount: 9, slidelog: 9, gcra: 11, fixed: 16 });
+    });
+
+    it('shadow: a would-be denial passes, is reported and counted; the headers show the real state', async () => {
+      const reported = [];
+      const Store = redisRlStore({ client: conn.client, timeout: SLOW_OK, shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+      const srv = await app(plugin, { max: 2, timeWindow: 10_000, store: Store });
+      const id = freshId();
+      try {
+        const seen = [];
+        for (let i = 0; i < 4; i++) {
+          const r = await srv.hit(id);
+          seen.push([r.status, r.headers['x-ratelimit-remaining']]);
+        }
+        assert.deepEqual(seen, [[200, '1'], [200, '0'], [200, '0'], [200, '0']]);
+        assert.equal(Store.shadowDenials, 2);
+        assert.deepEqual(reported, [[`rl:fastify:{${id}}:`], [`rl:fastify:{${id}}:`]]);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it('a dead Redis: skipOnError decides (true allows, false errors), every failure reported, fast', async () => {
+      const { default: Redis } = await import('ioredis');
+      const { ioredisOptions } = await import('redis-rl');
+      const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+      dead.on('error', () => {});
+      const reported = [];
+      try {
+        for (const skipOnError of [true, false]) {
+          const srv = await app(plugin, { max: 2, timeWindow: 10_000, skipOnError, store: redisRlStore({ client: dead, onError: (err, info) => reported.push(info.command) }) });
+          try {
+            const started = performance.now();
+            const r = await srv.hit('someone');
+            assert.ok(performance.now() - started < 1500);
+            assert.equal(r.status, skipOnError ? 200 : 500);
+          } finally {
+            await srv.close();
+          }
+        }
+        assert.deepEqual(reported, ['RL.SLIDECOUNT', 'RL.SLIDECOUNT']);
+      } finally {
+        dead.disconnect();
+      }
+    });
+
+    it('a restart under traffic loses nothing and needs no script (no NOSCRIPT)', async () => {
+      const server = await startServer({ persist: true });
+      const c = await ioredisClient(server.port);
+      const errors = [];
+      const srv = await app(plugin, { max: 12, timeWindow: 60_000, skipOnError: true, store: redisRlStore({ client: c.client, timeout: SLOW_OK, clock: () => T, onError: (err) => errors.push(err.message) }) });
+      try {
+        const counts = await restartUnderTraffic(server, async () => {
+          const r = await srv.hit('steady');
+          if (r.status === 429) return 'denied';
+          // skipOnError: the plugin admits with the full budget left.
+          return r.headers['x-ratelimit-remaining'] === '12' ? 'failure' : 'admitted';
+        });
+        assert.equal(counts.admitted, 12, JSON.stringify(counts));
+        assert.ok(counts.denied > 10, JSON.stringify(counts));
+        assert.ok(counts.failure > 0, `the traffic met the restart: ${JSON.stringify(counts)}`);
+        assert.ok(errors.every((m) => !/NOSCRIPT/.test(m)));
+      } finally {
+        await srv.close();
+        await c.close();
+        await server.stop();
+      }
+    });
+  });
+}
+
+it('@fastify/rate-limit 11: { increment: false } reads the state without spending', async () => {
+  const time = steppedTime(T);
+  const f = Fastify();
+  await f.register(rateLimit11, { global: false, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock }) });
+  await f.ready();
+  try {
+    const check = f.createRateLimit({ max: 3, timeWindow: 10_000, keyGenerator: () => 'reader' });
+    const req = { ip: '127.0.0.1', routeOptions: { config: {} }, headers: {} };
+    assert.equal((await check(req, { increment: false })).remaining, 3);
+    assert.equal((await check(req)).remaining, 2);
+    assert.equal((await check(req, { increment: false })).remaining, 2);
+    assert.equal((await check(req, { increment: false })).remaining, 2);
+  } finally {
+    await f.close();
+  }
+});

@@ -1,0 +1,257 @@
+// redis-rl/rate-limiter-flexible: RateLimiterRedisRl in the library's documented
+// Express middleware, inside its RateLimiterUnion, BurstyRateLimiter and
+// RLWrapperBlackAndWhite, next to the library's RateLimiterRedis on the same server.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import express from 'express';
+import {
+  BurstyRateLimiter, RateLimiterMemory, RateLimiterRedis, RateLimiterRes, RateLimiterUnion, RLWrapperBlackAndWhite,
+} from 'rate-limiter-flexible';
+import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
+import { ioredisClient, raw } from './support/clients.js';
+import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { freePort, startServer } from './support/servers.js';
+
+const T = 1718609340000;
+
+let redis;
+let conn;
+before(async () => {
+  redis = await startServer();
+  conn = await ioredisClient(redis.port);
+});
+after(async () => {
+  await conn?.close();
+  await redis?.stop();
+});
+
+let ids = 0;
+const freshId = () => `user-${++ids}`;
+const settle = (p) => p.then((res) => ({ ok: true, res }), (res) => ({ ok: false, res }));
+
+// The middleware of the library's README ("Express middleware"), headers included.
+async function app(limiter) {
+  const a = express();
+  a.use((req, res, next) => {
+    limiter.consume(req.headers['x-id'])
+      .then((r) => {
+        res.set({ 'X-RateLimit-Limit': limiter.points, 'X-RateLimit-Remaining': r.remainingPoints });
+        next();
+      })
+      .catch((r) => {
+        if (!(r instanceof RateLimiterRes)) return res.status(503).send('limiter unavailable');
+        res.set({ 'Retry-After': Math.ceil(r.msBeforeNext / 1000), 'X-RateLimit-Limit': limiter.points, 'X-RateLimit-Remaining': r.remainingPoints });
+        return res.status(429).send('Too Many Requests');
+      });
+  });
+  a.get('/', (req, res) => res.send('ok'));
+  const srv = await listen(http.createServer(a));
+  return {
+    ...srv,
+    hit: async (id) => {
+      const res = await fetch(srv.base, { headers: { 'x-id': id } });
+      return { status: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
+    },
+  };
+}
+
+describe('rate-limiter-flexible', () => {
+  it('the limit holds exactly; consume\'s RateLimiterRes and the app\'s 429 come from the module\'s reply', async () => {
+    const time = steppedTime(T);
+    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 3, duration: 10, keyPrefix: 'api', algorithm: 'slidelog', clock: time.clock });
+    const srv = await app(limiter);
+    const id = freshId();
+    try {
+      const seen = [];
+      for (const ms of [0, 1000, 2000, 3000]) {
+        await time.at(ms);
+        const r = await srv.hit(id);
+        seen.push([r.status, r.headers['x-ratelimit-remaining'], r.headers['retry-after']]);
+      }
+      assert.deepEqual(seen, [[200, '2', undefined], [200, '1', undefined], [200, '0', undefined], [429, '0', '7']]);
+      const denied = await settle(limiter.consume(id));
+      assert.ok(denied.res instanceof RateLimiterRes);
+      assert.deepEqual([denied.ok, denied.res.remainingPoints, denied.res.msBeforeNext, denied.res.consumedPoints], [false, 0, 7000, 4]);
+      await time.at(10_001);
+      assert.equal((await srv.hit(id)).status, 200);
+      assert.equal((await srv.hit(id)).status, 429);
+      // The key is the library's keyPrefix:key, with the key as the cluster hash tag.
+      assert.equal(await raw(conn.client, 'ZCARD', `api:{${id}}`), 3);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('get, reward, penalty and delete', async () => {
+    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 60, keyPrefix: 'ops', clock: () => T });
+    const id = freshId();
+    assert.equal(await limiter.get(id), null);
+    await limiter.consume(id, 2);
+    assert.deepEqual([(await limiter.get(id)).consumedPoints, (await limiter.get(id)).remainingPoints], [2, 3]);
+    assert.equal((await limiter.reward(id, 1)).consumedPoints, 1);
+    // A penalty past the limit spends what is left; the key is then exhausted.
+    assert.equal((await limiter.penalty(id, 10)).consumedPoints, 5);
+    assert.equal((await settle(limiter.consume(id))).ok, false);
+    assert.equal(await limiter.delete(id), true);
+    assert.equal(await limiter.delete(id), false);
+    assert.equal((await limiter.consume(id)).remainingPoints, 4);
+  });
+
+  it('inside RateLimiterUnion, BurstyRateLimiter and RLWrapperBlackAndWhite', async () => {
+    const time = steppedTime(T);
+    const perSecond = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 1, keyPrefix: 'sec', clock: time.clock });
+    const perMinute = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 3, duration: 60, keyPrefix: 'min', clock: time.clock });
+    const id = freshId();
+
+    const union = new RateLimiterUnion(perSecond, perMinute);
+    const u1 = await union.consume(id);
+    assert.deepEqual([u1.sec.remainingPoints, u1.min.remainingPoints], [1, 2]);
+    await union.consume(id);
+    const u3 = await settle(union.consume(id));
+    assert.deepEqual([u3.ok, Object.keys(u3.res)], [false, ['sec']]);
+
+    const burst = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'burst', clock: time.clock });
+    const bursty = new BurstyRateLimiter(new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 1, keyPrefix: 'base', clock: time.clock }), burst);
+    const b = [];
+    for (let i = 0; i < 3; i++) b.push((await settle(bursty.consume(id))).ok);
+    assert.deepEqual(b, [true, true, false]);
+
+    const wrapped = new RLWrapperBlackAndWhite({ limiter: perMinute, whiteList: ['friend'], blackList: ['foe'] });
+    assert.equal((await settle(wrapped.consume('friend'))).ok, true);
+    assert.equal((await settle(wrapped.consume('foe'))).ok, false);
+    const w = await settle(wrapped.consume(freshId()));
+    assert.deepEqual([w.ok, w.res.remainingPoints], [true, 2]);
+  });
+
+  it('RateLimiterUnionRl: the limiters are one RL.ALL, where RateLimiterUnion spends the ones that admitted', async () => {
+    const make = (prefix) => [
+      new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 10, duration: 1, keyPrefix: `${prefix}-sec`, clock: () => T }),
+      new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 60, keyPrefix: `${prefix}-min`, clock: () => T }),
+    ];
+    const id = freshId();
+    const [libSec, libMin] = make('lib');
+    const [ourSec, ourMin] = make('ours');
+    const lib = new RateLimiterUnion(libSec, libMin);
+    const ours = new RateLimiterUnionRl(ourSec, ourMin);
+    for (let i = 0; i < 5; i++) {
+      await settle(lib.consume(id));
+      await settle(ours.consume(id));
+    }
+    // Three denials each: the library's union still spent its per-second budget on them.
+    assert.equal((await libSec.get(id)).consumedPoints, 5);
+    assert.equal((await ourSec.get(id)).consumedPoints, 2);
+    const denied = await settle(ours.consume(id));
+    assert.deepEqual([denied.ok, Object.keys(denied.res), denied.res['ours-min'].msBeforeNext > 0], [false, ['ours-min'], true]);
+  });
+
+  it('refused when built: options that count denied requests, custom Lua, a failure option', () => {
+    for (const [opt, message] of [
+      [{ blockDuration: 10 }, /'blockDuration'/], [{ inMemoryBlockOnConsumed: 5 }, /'inMemoryBlockOnConsumed'/],
+      [{ execEvenly: true }, /'execEvenly'/], [{ customIncrTtlLuaScript: 'return 1' }, /loads no scripts/],
+      [{ failure: 'open' }, /insuranceLimiter/], [{ duration: 0 }, /duration must be positive/],
+    ]) {
+      assert.throws(() => new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
+    }
+  });
+
+  it('the boundary burst: RateLimiterRedis admits 16, the module\'s sliding windows about half', async (t) => {
+    const results = {};
+    const id = freshId();
+    const stock = new RateLimiterRedis({ storeClient: conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' });
+    results.stock = await realTimeBurst(() => {
+      const own = freshId();
+      return async () => (await settle(stock.consume(own))).ok;
+    });
+    for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
+      const time = steppedTime(T);
+      const ours = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock: time.clock });
+      results[algorithm] = await boundaryBurst(time.at, async () => (await settle(ours.consume(id))).ok);
+    }
+    t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
+    assert.deepEqual(results, { stock: 16, slidecount: 9, slidelog: 9, gcra: 11, fixed: 16 });
+  });
+
+  it('shadow: a would-be denial resolves, is reported and counted; the result shows the real state', async () => {
+    const reported = [];
+    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 10, keyPrefix: 'shadow', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+    const id = freshId();
+    const seen = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await settle(limiter.consume(id));
+      seen.push([r.ok, r.res.remainingPoints, r.res.consumedPoints]);
+    }
+    assert.deepEqual(seen, [[true, 1, 1], [true, 0, 2], [true, 0, 2], [true, 0, 2]]);
+    assert.equal(limiter.shadowDenials, 2);
+    assert.deepEqual(reported, [[`shadow:{${id}}`], [`shadow:{${id}}`]]);
+
+    // The atomic union: shadowed as a whole (its first limiter's setting), nothing spent.
+    const first = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'shadow-a', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+    const second = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 10, keyPrefix: 'shadow-b', clock: () => T });
+    const union = new RateLimiterUnionRl(first, second);
+    const u = [await settle(union.consume(id)), await settle(union.consume(id))];
+    assert.deepEqual(u.map((r) => [r.ok, r.res['shadow-a'].remainingPoints]), [[true, 0], [true, 0]]);
+    assert.equal(first.shadowDenials, 1);
+    assert.equal((await second.get(id)).consumedPoints, 1);
+  });
+
+  it('a dead Redis: insuranceLimiter decides when set, else the promise rejects with the error; reported, fast', async () => {
+    const { default: Redis } = await import('ioredis');
+    const { ioredisOptions } = await import('redis-rl');
+    const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+    dead.on('error', () => {});
+    const reported = [];
+    try {
+      const insured = new RateLimiterRedisRl({
+        storeClient: dead, points: 2, duration: 10, onError: (err, info) => reported.push(info.command),
+        insuranceLimiter: new RateLimiterMemory({ points: 1, duration: 10 }),
+      });
+      const started = performance.now();
+      const [a, b] = [await settle(insured.consume('x')), await settle(insured.consume('x'))];
+      assert.ok(performance.now() - started < 1500);
+      // The insurance limiter's own budget (1), not ours (2).
+      assert.deepEqual([a.ok, b.ok, b.res instanceof RateLimiterRes], [true, false, true]);
+
+      const bare = new RateLimiterRedisRl({ storeClient: dead, points: 2, duration: 10, onError: (err, info) => reported.push(info.command) });
+      const c = await settle(bare.consume('x'));
+      assert.deepEqual([c.ok, c.res instanceof Error], [false, true]);
+      const srv = await app(bare);
+      try {
+        assert.equal((await srv.hit('x')).status, 503);
+      } finally {
+        await srv.close();
+      }
+      // The atomic union falls back to a union of the insurance limiters.
+      const union = new RateLimiterUnionRl(
+        new RateLimiterRedisRl({ storeClient: dead, points: 5, duration: 1, keyPrefix: 's', insuranceLimiter: new RateLimiterMemory({ keyPrefix: 's', points: 1, duration: 1 }) }),
+        new RateLimiterRedisRl({ storeClient: dead, points: 5, duration: 60, keyPrefix: 'm', insuranceLimiter: new RateLimiterMemory({ keyPrefix: 'm', points: 5, duration: 60 }) }),
+      );
+      const [u1, u2] = [await settle(union.consume('y')), await settle(union.consume('y'))];
+      assert.deepEqual([u1.ok, Object.keys(u1.res).sort(), u2.ok, Object.keys(u2.res)], [true, ['m', 's'], false, ['s']]);
+      assert.equal(reported.length, 4);
+    } finally {
+      dead.disconnect();
+    }
+  });
+
+  it('a restart under traffic loses nothing and needs no script (no NOSCRIPT)', async () => {
+    const server = await startServer({ persist: true });
+    const c = await ioredisClient(server.port);
+    const errors = [];
+    const limiter = new RateLimiterRedisRl({ storeClient: c.client, timeout: SLOW_OK, points: 12, duration: 60, clock: () => T, onError: (err) => errors.push(err.message) });
+    try {
+      const counts = await restartUnderTraffic(server, async () => {
+        const r = await settle(limiter.consume('steady'));
+        if (r.ok) return 'admitted';
+        return r.res instanceof RateLimiterRes ? 'denied' : 'failure';
+      });
+      assert.equal(counts.admitted, 12, JSON.stringify(counts));
+      assert.ok(counts.denied > 10, JSON.stringify(counts));
+      assert.ok(counts.failure > 0, `the traffic met the restart: ${JSON.stringify(counts)}`);
+      assert.ok(errors.every((m) => !/NOSCRIPT/.test(m)));
+    } finally {
+      await c.close();
+      await server.stop();
+    }
+  });
+});

@@ -1,0 +1,122 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl\Laravel;
+
+use Closure;
+use Illuminate\Cache\RateLimiter as NamedLimiters;
+use Illuminate\Http\Exceptions\HttpResponseException;
+use Illuminate\Http\Exceptions\ThrottleRequestsException;
+use Illuminate\Routing\Middleware\ThrottleRequests as LaravelThrottleRequests;
+use RedisRl\Decision;
+use RedisRl\Headers;
+use RedisRl\Limit;
+use RedisRl\LimitDecision;
+use RedisRl\RateLimiter;
+use Symfony\Component\HttpKernel\Exception\HttpException;
+
+/**
+ * Laravel's `throttle` middleware on the module: the same route syntax (`throttle:60,1`,
+ * `throttle:60|600,1`, `throttle:api` for a limiter from RateLimiter::for(...)), since the
+ * parsing is Laravel's own, and the same headers and 429. What changes is underneath:
+ * all of a route's limits are one RL.ALL, so a request one limit refuses is counted by
+ * none (ThrottleRequestsWithRedis runs one EVAL per limit and counts refused requests).
+ *
+ * Keys: `<prefix>{<Laravel's key>}:<decay seconds>s`, so two limits of a named limiter
+ * with the same `by()` share a hash tag (one slot in a cluster) but never a counter.
+ */
+class ThrottleRequests extends LaravelThrottleRequests
+{
+    public function __construct(
+        NamedLimiters $limiter,
+        private readonly RateLimiter $redisRl,
+        private readonly Settings $settings,
+    ) {
+        parent::__construct($limiter);
+    }
+
+    /**
+     * @param \Illuminate\Http\Request $request
+     * @param list<object{key: string, maxAttempts: int, decayMinutes: int|float, responseCallback: ?callable}> $limits
+     */
+    protected function handleRequest($request, Closure $next, array $limits)
+    {
+        $kit = array_map($this->limitFor(...), array_values($limits), array_keys(array_values($limits)));
+        $decision = $this->redisRl->hit(...$kit);
+
+        if ($decision->failure !== null) {
+            if ($decision->allowed) {
+                // Failing open: the request passes, with no rate headers (nothing is known).
+                return $next($request);
+            }
+            // Failing closed: an outage is not the caller's fault, so no 429.
+            throw new HttpException(503, 'Rate limiter unavailable.', null, ['Retry-After' => (string) $decision->retryAfterSeconds()]);
+        }
+        $where = $request->method() . ' /' . ltrim($request->path(), '/');
+        if (!$this->redisRl->admits($decision, $this->settings->shadow, $where)) {
+            [$denying, $limit] = $this->denying($decision, $limits);
+            $headers = $this->headersFor($denying, $limit, $decision);
+
+            throw is_callable($limit->responseCallback)
+                ? new HttpResponseException(($limit->responseCallback)($request, $headers))
+                : new ThrottleRequestsException('Too Many Attempts.', null, $headers);
+        }
+
+        $response = $next($request);
+        // As Laravel's: the fields of the limit with the least left.
+        $index = array_keys($decision->limits, Headers::tightest($decision->limits), true)[0];
+        $response->headers->add($this->headersFor($decision->limits[$index], array_values($limits)[$index], $decision));
+
+        return $response;
+    }
+
+    /** @param object{key: string, maxAttempts: int, decayMinutes: int|float} $limit */
+    private function limitFor(object $limit, int $index): Limit
+    {
+        $seconds = max(1, (int) round($limit->decayMinutes * 60));
+        $key = $this->settings->prefix . '{' . $limit->key . '}:' . $seconds . 's';
+        $name = 'limit' . $index;
+
+        return match ($this->settings->algorithm) {
+            'sliding_counter' => Limit::slideCount($name, $key, (int) $limit->maxAttempts, $seconds),
+            'sliding_log' => Limit::slideLog($name, $key, (int) $limit->maxAttempts, $seconds),
+            'fixed' => Limit::fixed($name, $key, (int) $limit->maxAttempts, $seconds),
+            'gcra' => Limit::gcra($name, $key, (int) $limit->maxAttempts, $seconds),
+        };
+    }
+
+    /**
+     * The refusing limit with the longest wait (whose response callback answers).
+     *
+     * @param list<object> $limits
+     * @return array{0: LimitDecision, 1: object}
+     */
+    private function denying(Decision $decision, array $limits): array
+    {
+        $limits = array_values($limits);
+        $best = null;
+        foreach ($decision->limits as $i => $d) {
+            if (!$d->allowed && ($best === null || ($d->retryAfterMs ?? PHP_INT_MAX) > ($decision->limits[$best]->retryAfterMs ?? PHP_INT_MAX))) {
+                $best = $i;
+            }
+        }
+        $best ??= 0;
+
+        return [$decision->limits[$best], $limits[$best]];
+    }
+
+    /**
+     * Laravel's fields: X-RateLimit-Limit and -Remaining; on a denial (also one shadow
+     * mode lets through: the real state) Retry-After in seconds and X-RateLimit-Reset as
+     * a unix time, both from the server's wait.
+     *
+     * @return array<string, int>
+     */
+    private function headersFor(LimitDecision $d, object $limit, Decision $decision): array
+    {
+        $retryAfter = $d->allowed ? null : intdiv(($d->retryAfterMs ?? $d->resetAfterMs) + 999, 1000);
+
+        return $this->getHeaders((int) $limit->maxAttempts, $d->allowed ? $d->remaining : 0, $retryAfter);
+    }
+}

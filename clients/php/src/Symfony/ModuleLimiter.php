@@ -1,0 +1,163 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl\Symfony;
+
+use Closure;
+use RedisRl\Algorithm;
+use RedisRl\Decision;
+use RedisRl\Headers;
+use RedisRl\Limit;
+use RedisRl\Mode;
+use RedisRl\RateLimiter;
+use Symfony\Component\RateLimiter\Exception\MaxWaitDurationExceededException;
+use Symfony\Component\RateLimiter\Exception\ReserveNotSupportedException;
+use Symfony\Component\RateLimiter\LimiterInterface;
+use Symfony\Component\RateLimiter\RateLimit;
+use Symfony\Component\RateLimiter\Reservation;
+
+/**
+ * A Symfony limiter whose every decision is one module command: the limit's own
+ * (RL.FIXED, RL.SLIDECOUNT, RL.GCRA, RL.SLIDELOG), or one RL.ALL for several limits,
+ * which spends on all of them or on none.
+ */
+final class ModuleLimiter implements LimiterInterface
+{
+    /** @var Closure(int): void */
+    private readonly Closure $sleep;
+
+    /**
+     * @param non-empty-list<Limit> $limits
+     * @param ?Closure(int $ms): void $sleep how reserve() waits (default usleep)
+     */
+    public function __construct(
+        private readonly RateLimiter $limiter,
+        private readonly array $limits,
+        private readonly bool $shadow = false,
+        ?Closure $sleep = null,
+    ) {
+        $this->sleep = $sleep ?? static fn (int $ms) => usleep($ms * 1000);
+    }
+
+    /**
+     * Symfony's fixed window and token bucket reserve tokens in the future; a module
+     * command decides now. So reserve() waits here, for as long as the server says and no
+     * longer than $maxTime, and then takes the tokens: the reservation it returns is due
+     * at once. The sliding window (and a compound limiter) cannot reserve in Symfony
+     * either: ReserveNotSupportedException, as there.
+     */
+    public function reserve(int $tokens = 1, ?float $maxTime = null): Reservation
+    {
+        foreach ($this->limits as $limit) {
+            if (!in_array($limit->algorithm, [Algorithm::Fixed, Algorithm::Gcra], true) || count($this->limits) > 1) {
+                throw new ReserveNotSupportedException(self::class);
+            }
+        }
+        $this->refuseOversized($tokens);
+        $waited = 0;
+        while (true) {
+            $decision = $this->decide($tokens);
+            $rateLimit = $this->rateLimit($decision, $tokens);
+            if ($rateLimit->isAccepted()) {
+                return new Reservation($this->limiter->now() / 1e6, $rateLimit);
+            }
+            $wait = $decision->retryAfterMs ?? PHP_INT_MAX;
+            if ($decision->failure !== null || ($maxTime !== null && ($waited + $wait) > $maxTime * 1000)) {
+                throw new MaxWaitDurationExceededException(sprintf('The rate limiter wait time ("%d" seconds) is longer than the provided maximum time ("%d" seconds).', intdiv($wait + 999, 1000), (int) $maxTime), $rateLimit);
+            }
+            ($this->sleep)($wait);
+            $waited += $wait;
+        }
+    }
+
+    public function consume(int $tokens = 1): RateLimit
+    {
+        $this->refuseOversized($tokens);
+
+        return $this->rateLimit($this->decide($tokens), $tokens);
+    }
+
+    public function reset(): void
+    {
+        $this->limiter->decide($this->limits, Mode::Reset);
+    }
+
+    /** @internal for CompoundLimiter @return non-empty-list<Limit> */
+    public function limits(): array
+    {
+        return $this->limits;
+    }
+
+    /** @internal */
+    public function rateLimiter(): RateLimiter
+    {
+        return $this->limiter;
+    }
+
+    /** @internal */
+    public function isShadow(): bool
+    {
+        return $this->shadow;
+    }
+
+    private function decide(int $tokens): Decision
+    {
+        if ($tokens === 0) {
+            // Symfony's consume(0) asks without spending: PEEK.
+            return $this->limiter->decide($this->limits, Mode::Peek);
+        }
+
+        return $this->limiter->decide(array_map(static fn (Limit $l) => $l->withCost($tokens), $this->limits), Mode::Hit);
+    }
+
+    /** As Symfony's fixed window and token bucket: asking for more than the limit holds is a bug. */
+    private function refuseOversized(int $tokens): void
+    {
+        if ($tokens < 0) {
+            throw new \InvalidArgumentException("Cannot consume a negative number of tokens ({$tokens}).");
+        }
+        foreach ($this->limits as $limit) {
+            if ($tokens > self::size($limit)) {
+                throw new \InvalidArgumentException(sprintf('Cannot reserve more tokens (%d) than the size of the rate limiter (%d).', $tokens, self::size($limit)));
+            }
+        }
+    }
+
+    /** What Symfony calls the limit: the burst of a token bucket, else the limit. */
+    private static function size(Limit $limit): int
+    {
+        return $limit->burst ?? $limit->limit;
+    }
+
+    /**
+     * Symfony's RateLimit for a decision: the remaining tokens and the retry instant
+     * are the server's (now when accepted, as Symfony's fixed window and token bucket
+     * say); the limit is the tightest limit's. When Redis could not decide, the failure
+     * policy's answer: open accepts with the full limit (nothing is known), closed
+     * refuses for its retry time.
+     */
+    private function rateLimit(Decision $decision, int $tokens): RateLimit
+    {
+        $now = $this->limiter->now();
+        $tightest = $decision->limits === [] ? null : Headers::tightest($decision->limits);
+        $size = self::size($tightest?->limit ?? $this->limits[0]);
+        $accepted = $this->limiter->admits($decision, $this->shadow, 'consume(' . $tokens . ') on ' . $this->limits[0]->key);
+        $retryMs = $decision->allowed ? 0 : ($decision->retryAfterMs ?? 0);
+        $remaining = match (true) {
+            $decision->failure !== null => $decision->allowed ? $size : 0,
+            // consume(0) was a PEEK of one unit, which says what would be left after it:
+            // Symfony's consume(0) says what is available now.
+            $tokens === 0 => $decision->allowed ? $decision->remaining + 1 : 0,
+            default => $decision->remaining,
+        };
+
+        return new RateLimit($remaining, self::instant($now + $retryMs * 1000), $accepted, $size);
+    }
+
+    private static function instant(int $micros): \DateTimeImmutable
+    {
+        return \DateTimeImmutable::createFromFormat('U.u', sprintf('%d.%06d', intdiv($micros, 1_000_000), $micros % 1_000_000))
+            ?: new \DateTimeImmutable('@' . intdiv($micros, 1_000_000));
+    }
+}

@@ -1,0 +1,3 @@
+<?php
+
+return ['default' => 'test', 'channels' => ['test' => ['driver' => 'monolog', 'handler' => Monolog\Handler\TestHandler::class]]];

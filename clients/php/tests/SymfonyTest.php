@@ -1,0 +1,284 @@
+<?php
+
+declare(strict_types=1);
+
+namespace RedisRl\Tests;
+
+use RedisRl\Connection\ClusterConnection;
+use RedisRl\Connection\RedisConnection;
+use RedisRl\FailurePolicy;
+use RedisRl\RateLimiter;
+use RedisRl\Symfony\CompoundLimiter;
+use RedisRl\Symfony\RateLimiterFactory;
+use RedisRl\Tests\Support\Servers;
+use RedisRl\Tests\Symfony\App;
+use RedisRl\Tests\Symfony\Clock;
+use RedisRl\Tests\Symfony\Logger;
+use Symfony\Bridge\PhpUnit\ClockMock;
+use Symfony\Component\HttpFoundation\Request;
+use Symfony\Component\HttpFoundation\Response;
+use Symfony\Component\RateLimiter\CompoundLimiter as SymfonyCompoundLimiter;
+use Symfony\Component\RateLimiter\Exception\MaxWaitDurationExceededException;
+use Symfony\Component\RateLimiter\Exception\RateLimitExceededException;
+use Symfony\Component\RateLimiter\Exception\ReserveNotSupportedException;
+use Symfony\Component\RateLimiter\Policy\FixedWindowLimiter;
+use Symfony\Component\RateLimiter\RateLimiterFactory as SymfonyRateLimiterFactory;
+use Symfony\Component\RateLimiter\Storage\InMemoryStorage;
+
+foreach (['Bundle/FrameworkBundle', 'Bundle/SecurityBundle', 'Component/RateLimiter', 'Component/Lock'] as $package) {
+    require_once "/usr/share/php/Symfony/{$package}/autoload.php";
+}
+// ClockMock alone: the bridge's autoload.php would also install its deprecation handler.
+require_once '/usr/share/php/Symfony/Bridge/PhpUnit/ClockMock.php';
+// Symfony's own limiter reads microtime(): ClockMock steps it with the kit's clock.
+ClockMock::register(FixedWindowLimiter::class);
+
+/** Symfony RateLimiter 5.4 on the module, inside a real Symfony HttpKernel application. */
+final class SymfonyTest extends KitTestCase
+{
+    private static string $dir;
+    private ManualClockAdapter $clock;
+
+    public static function setUpBeforeClass(): void
+    {
+        self::$dir = sys_get_temp_dir() . '/redis-rl-symfony-' . getmypid();
+    }
+
+    public static function tearDownAfterClass(): void
+    {
+        exec('rm -rf ' . escapeshellarg(self::$dir));
+        ClockMock::withClockMock(false);
+    }
+
+    protected function setUp(): void
+    {
+        parent::setUp();
+        Logger::$records = [];
+        Clock::set(self::T0);
+        Servers::client(Servers::get()->standalone())->flushAll();
+    }
+
+    public function testTheDocsControllerRunsOnTheModuleWithNoLockAndNoCachePool(): void
+    {
+        $app = $this->app('ours');
+        $container = $app->getContainer()->get('test.service_container');
+        self::assertFalse($container->has('lock.factory'), 'no lock');
+        self::assertFalse($container->has('limiter'), "framework.rate_limiter is off");
+        self::assertFalse($container->has('limiter.storage.anonymous_api'), 'no limiter storage');
+
+        $responses = array_map(fn () => $app->handle(Request::create('/api/trending')), range(1, 9));
+
+        self::assertSame(array_fill(0, 8, 200) + [8 => 429], array_map(static fn (Response $r) => $r->getStatusCode(), $responses));
+        self::assertSame(['7', '6', '5', '4', '3', '2', '1', '0', '0'], array_map(static fn (Response $r) => $r->headers->get('X-RateLimit-Remaining'), $responses));
+        self::assertSame('8', $responses[8]->headers->get('X-RateLimit-Limit'));
+        // The oldest of the 8 leaves the 10 s log at T0 + 10 s.
+        self::assertSame((string) (intdiv(self::T0, 1_000_000) + 10), $responses[8]->headers->get('X-RateLimit-Retry-After'));
+        self::assertSame(8, Servers::client(Servers::get()->standalone())->zCard('rl:{127.0.0.1}:anonymous_api'));
+        self::assertDirectoryDoesNotExist($app->getCacheDir() . '/pools', 'nothing written to a cache pool');
+    }
+
+    public function testLoginThrottlingIsOneAllOrNothingCallPerAttempt(): void
+    {
+        $app = $this->app('ours');
+        $login = static fn (string $password) => $app->handle(Request::create('/login', 'POST', server: ['CONTENT_TYPE' => 'application/json'], content: json_encode(['username' => 'Alice', 'password' => $password])));
+        $redis = Servers::client(Servers::get()->standalone());
+        $window = intdiv(self::T0, 1_000_000) - intdiv(self::T0, 1_000_000) % 900;
+
+        $attempts = array_map(static fn () => $login('wrong'), range(1, 3));
+        $throttled = $login('wrong');
+        $evenRight = $login('secret');
+
+        self::assertSame([401, 401, 401], array_map(static fn (Response $r) => $r->getStatusCode(), $attempts));
+        self::assertStringContainsString('Invalid credentials', (string) $attempts[2]->getContent());
+        self::assertSame(401, $throttled->getStatusCode());
+        self::assertStringContainsString('Too many failed login attempts', (string) $throttled->getContent());
+        self::assertStringContainsString('Too many failed login attempts', (string) $evenRight->getContent());
+        // Refused attempts were counted in neither limit: the per-IP counter holds the 3
+        // the username limit admitted, not 5.
+        self::assertSame('3', $redis->get("rl:{127.0.0.1}:login_ip:{$window}"));
+        self::assertSame('3', $redis->get("rl:{127.0.0.1}:login_user:alice:{$window}"));
+
+        Clock::set(self::T0 + 900_000_000);
+        self::assertSame(200, $login('secret')->getStatusCode(), 'the next window lets the right password in');
+        $next = $window + 900;
+        self::assertSame(0, $redis->exists("rl:{127.0.0.1}:login_ip:{$next}", "rl:{127.0.0.1}:login_user:alice:{$next}"), 'a login resets both');
+    }
+
+    /**
+     * The seed page's boundary burst, 8 per 10 s: one request at S opens Symfony's
+     * fixed window, 7 come at S + 9.8 s, just before its boundary, and 8 at S + 10.2 s,
+     * just after it. Same app, same stepped instants.
+     */
+    public function testTheBoundaryBurstStockAgainstOurs(): void
+    {
+        $app = $this->app('stock');
+        $admitted = ['stock' => [], 'ours' => []];
+        foreach ([[0, 1], [9_800_000, 7], [10_200_000, 8]] as [$offset, $count]) {
+            Clock::set(self::T0 + $offset);
+            foreach (['stock' => '/api/stock', 'ours' => '/api/trending'] as $who => $path) {
+                for ($i = 0; $i < $count; $i++) {
+                    $admitted[$who][] = $app->handle(Request::create($path))->getStatusCode() === 200 ? $offset : null;
+                }
+            }
+        }
+        $total = array_map(static fn (array $a) => count(array_filter($a, 'is_int')), $admitted);
+        $nearBoundary = array_map(static fn (array $a) => count(array_filter($a, static fn ($o) => is_int($o) && $o > 0)), $admitted);
+        fwrite(STDERR, sprintf("\nSymfony boundary burst, 8/10 s: stock fixed_window admitted %d of 16 (%d in the 0.4 s around the boundary), ours (sliding_log) %d (%d)\n", $total['stock'], $nearBoundary['stock'], $total['ours'], $nearBoundary['ours']));
+
+        self::assertSame(['stock' => 16, 'ours' => 9], $total, 'ours: 8 in any 10 s; the 9th is the opener, 10.2 s old');
+        self::assertSame(['stock' => 15, 'ours' => 8], $nearBoundary);
+    }
+
+    public function testPoliciesReturnSymfonysRateLimit(): void
+    {
+        $limiter = $this->limiter(clock: $this->clock = new ManualClockAdapter());
+        $fixed = (new RateLimiterFactory(['id' => 'f', 'policy' => 'fixed_window', 'limit' => 2, 'interval' => '1 minute'], $limiter))->create('u1');
+
+        self::assertSame(1, $fixed->consume()->getRemainingTokens());
+        self::assertSame(2, $fixed->consume()->getLimit());
+        $denied = $fixed->consume();
+        self::assertFalse($denied->isAccepted());
+        // T0 is 9.8 s into its minute: the window ends 50.2 s later.
+        self::assertSame(self::T0 + 50_200_000, (int) $denied->getRetryAfter()->format('Uu'));
+        try {
+            $denied->ensureAccepted();
+            self::fail('ensureAccepted() must throw');
+        } catch (RateLimitExceededException $e) {
+            self::assertSame($denied, $e->getRateLimit());
+        }
+        $fixed->reset();
+        self::assertTrue($fixed->consume()->isAccepted(), 'reset() cleared the window');
+        $this->expectExceptionObject(new \InvalidArgumentException('Cannot reserve more tokens (3) than the size of the rate limiter (2).'));
+        $fixed->consume(3);
+    }
+
+    public function testTokenBucketReservesByWaitingAndSlidingWindowCannotReserve(): void
+    {
+        $clock = new ManualClockAdapter();
+        $limiter = $this->limiter(clock: $clock);
+        $slept = [];
+        $sleep = static function (int $ms) use ($clock, &$slept): void {
+            $slept[] = $ms;
+            $clock->micros += $ms * 1000;
+        };
+        $factory = new RateLimiterFactory(['id' => 'tb', 'policy' => 'token_bucket', 'limit' => 2, 'rate' => ['interval' => '10 seconds', 'amount' => 1]], $limiter);
+        $bucket = new \RedisRl\Symfony\ModuleLimiter($limiter, [$factory->limit('u2')], false, $sleep);
+
+        self::assertSame(2, $bucket->consume(2)->getLimit());
+        $reservation = $bucket->reserve(1, 15.0);
+        self::assertSame([10_000], $slept, 'waited one emission interval');
+        self::assertTrue($reservation->getRateLimit()->isAccepted());
+        try {
+            $bucket->reserve(1, 5.0);
+            self::fail('a wait above maxTime must throw');
+        } catch (MaxWaitDurationExceededException $e) {
+            self::assertFalse($e->getRateLimit()->isAccepted());
+        }
+        self::assertSame([10_000], $slept, 'nothing waited for a reservation it could not get in time');
+
+        $this->expectException(ReserveNotSupportedException::class);
+        (new RateLimiterFactory(['id' => 's', 'policy' => 'sliding_window', 'limit' => 2, 'interval' => '1 minute'], $limiter))->create('u2')->reserve();
+    }
+
+    public function testTheCompoundLimiterIsAtomicWhereSymfonysIsNot(): void
+    {
+        $limiter = $this->limiter(clock: new ManualClockAdapter());
+        $perMinute = new RateLimiterFactory(['id' => 'minute', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute'], $limiter);
+        $perDay = new RateLimiterFactory(['id' => 'day', 'policy' => 'fixed_window', 'limit' => 100, 'interval' => '1 day'], $limiter);
+        $ours = new CompoundLimiter([$perDay->create('u3'), $perMinute->create('u3')]);
+        $storage = new InMemoryStorage();
+        $stockDay = new SymfonyRateLimiterFactory(['id' => 'day', 'policy' => 'fixed_window', 'limit' => 100, 'interval' => '1 day'], $storage);
+        $stock = new SymfonyCompoundLimiter([
+            $stockDay->create('u3'),
+            (new SymfonyRateLimiterFactory(['id' => 'minute', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute'], $storage))->create('u3'),
+        ]);
+
+        foreach ([$ours, $stock] as $compound) {
+            self::assertTrue($compound->consume()->isAccepted());
+            for ($i = 0; $i < 5; $i++) {
+                self::assertFalse($compound->consume()->isAccepted());
+            }
+        }
+
+        self::assertSame(99, $perDay->create('u3')->consume(0)->getRemainingTokens(), 'ours: the 5 refused spent nothing');
+        self::assertSame(94, $stockDay->create('u3')->consume(0)->getRemainingTokens(), "Symfony's: the day paid for them");
+    }
+
+    public function testShadowModePassesTheDenialReportsItAndKeepsTheRealState(): void
+    {
+        $limiter = $this->limiter(clock: new ManualClockAdapter());
+        $shadow = (new RateLimiterFactory(['id' => 'sh', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute', 'shadow' => true], $limiter))->create('u4');
+
+        $shadow->consume();
+        $wouldDeny = $shadow->consume();
+
+        self::assertTrue($wouldDeny->isAccepted());
+        self::assertSame(0, $wouldDeny->getRemainingTokens());
+        self::assertSame(self::T0 + 50_200_000, (int) $wouldDeny->getRetryAfter()->format('Uu'));
+        self::assertSame(1, $limiter->shadowDenials());
+        self::assertSame('notice', $this->logger->records[0][0]);
+        self::assertStringContainsString('shadow mode, would have denied consume(1) on rl:{u4}:sh (sh)', $this->logger->records[0][1]);
+    }
+
+    public function testTheFailurePolicyAnswersWhenRedisCannot(): void
+    {
+        $dead = new RedisConnection('127.0.0.1', Servers::freePort());
+        $config = ['id' => 'x', 'policy' => 'sliding_window', 'limit' => 5, 'interval' => '1 minute'];
+
+        $open = (new RateLimiterFactory($config, $this->limiter($dead, FailurePolicy::Open)))->create('u5')->consume();
+        $closed = (new RateLimiterFactory($config, $this->limiter($dead, FailurePolicy::Closed)))->create('u5')->consume();
+
+        self::assertTrue($open->isAccepted());
+        self::assertFalse($closed->isAccepted());
+        self::assertGreaterThan(time(), $closed->getRetryAfter()->getTimestamp() + 1);
+        self::assertCount(2, $this->logger->records);
+    }
+
+    public function testTheDenyCacheRepeatsADenialWithoutARoundTrip(): void
+    {
+        $clock = new ManualClockAdapter();
+        $limiter = new RateLimiter(self::standalone(), FailurePolicy::Open, $this->logger, $clock, new \RedisRl\DenyCache());
+        $fixed = (new RateLimiterFactory(['id' => 'dc', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute'], $limiter))->create('u6');
+        $calls = static fn () => (int) preg_replace('/^calls=(\d+),.*$/', '$1', Servers::client(Servers::get()->standalone())->info('commandstats')['cmdstat_rl.fixed'] ?? 'calls=0,');
+        $before = $calls();
+
+        $results = [$fixed->consume(), $fixed->consume(), $fixed->consume()];
+
+        self::assertSame([true, false, false], array_map(static fn ($r) => $r->isAccepted(), $results));
+        self::assertSame(2, $calls() - $before, 'the third came from the deny cache');
+        self::assertEquals($results[1]->getRetryAfter(), $results[2]->getRetryAfter(), 'the same instant to retry at');
+    }
+
+    public function testACompoundLimiterIsOneCallInACluster(): void
+    {
+        $ports = Servers::get()->cluster();
+        $limiter = new RateLimiter(new ClusterConnection(array_map(static fn (int $p) => "127.0.0.1:{$p}", $ports)), FailurePolicy::Closed, $this->logger);
+        $key = 'user-' . bin2hex(random_bytes(4));
+        $compound = new CompoundLimiter([
+            (new RateLimiterFactory(['id' => 'burst', 'policy' => 'token_bucket', 'limit' => 2, 'rate' => ['interval' => '1 second', 'amount' => 1]], $limiter))->create($key),
+            (new RateLimiterFactory(['id' => 'hour', 'policy' => 'sliding_window', 'limit' => 100, 'interval' => '1 hour'], $limiter))->create($key),
+        ]);
+
+        self::assertSame([true, true, false], [$compound->consume()->isAccepted(), $compound->consume()->isAccepted(), $compound->consume()->isAccepted()]);
+        self::assertSame([], $this->logger->records, 'no CROSSSLOT, no failure');
+    }
+
+    private function app(string $environment): App
+    {
+        $app = new App($environment, Servers::get()->standalone(), self::$dir);
+        $app->boot();
+
+        return $app;
+    }
+}
+
+/** The kit's Clock over the stepped test clock. */
+final class ManualClockAdapter implements \RedisRl\Clock
+{
+    public int $micros = KitTestCase::T0;
+
+    public function nowMicros(): int
+    {
+        return $this->micros;
+    }
+}

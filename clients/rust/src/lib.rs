@@ -1,0 +1,31 @@
+//! Client for the [redis-rl](../../README.md) module: typed calls for every command, a
+//! decision type with a signed retry, the IETF `RateLimit` headers, an explicit failure
+//! policy, cluster routing that never redirects, an opt-in deny cache, RL.PSEUDONYM, and
+//! (feature `tower`, on by default) a tower layer for axum. It decides nothing itself:
+//! every decision is the module's.
+
+pub mod cache;
+pub mod connection;
+pub mod decision;
+pub mod error;
+pub mod headers;
+#[cfg(feature = "tower")]
+pub mod key;
+#[cfg(feature = "tower")]
+pub mod layer;
+pub mod limit;
+pub mod limiter;
+
+pub use cache::{DenyCache, PseudonymCache};
+pub use connection::{connect, connect_cluster, Connection};
+pub use decision::{Decision, Source, Throttle};
+pub use error::Error;
+pub use headers::{ratelimit_headers, Headers};
+#[cfg(feature = "tower")]
+pub use key::{GlobalKeyExtractor, KeyExtractor, PeerIpKeyExtractor, SmartIpKeyExtractor};
+#[cfg(feature = "tower")]
+pub use layer::{RateLimit, RateLimitLayer, RequestId, ShadowHandler};
+pub use limit::{Algorithm, LeaseOp, Limit, Mode};
+pub use limiter::{
+    Clock, Cost, FailureHandler, FailurePolicy, RateLimiter, Unavailable, DEFAULT_TIMEOUT,
+};

@@ -1,0 +1,362 @@
+//! Limits, and how the module's commands spell them. Nothing here talks to Redis.
+
+use std::time::Duration;
+
+/// The module's limiters. `Concurrency` counts requests in flight (RL.CONCURRENCY); its
+/// window is the lease's time to live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    SlideLog,
+    SlideCount,
+    Fixed,
+    Gcra,
+    Concurrency,
+}
+
+impl Algorithm {
+    /// The word RL.ALL takes, and the command is `RL.<word>`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Algorithm::SlideLog => "SLIDELOG",
+            Algorithm::SlideCount => "SLIDECOUNT",
+            Algorithm::Fixed => "FIXED",
+            Algorithm::Gcra => "GCRA",
+            Algorithm::Concurrency => "CONCURRENCY",
+        }
+    }
+
+    pub fn command(self) -> &'static str {
+        match self {
+            Algorithm::SlideLog => "RL.SLIDELOG",
+            Algorithm::SlideCount => "RL.SLIDECOUNT",
+            Algorithm::Fixed => "RL.FIXED",
+            Algorithm::Gcra => "RL.GCRA",
+            Algorithm::Concurrency => "RL.CONCURRENCY",
+        }
+    }
+}
+
+/// What a call does with the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Spend `cost` if every limit admits (the plain call).
+    #[default]
+    Spend,
+    /// The same decision, spending and writing nothing.
+    Peek,
+    /// Give back `cost` units an admitted call spent, then answer as `Peek`.
+    Refund,
+    /// Clear the limiter's state, then answer as `Peek` on an empty limiter.
+    Reset,
+}
+
+impl Mode {
+    fn word(self) -> Option<&'static str> {
+        match self {
+            Mode::Spend => None,
+            Mode::Peek => Some("PEEK"),
+            Mode::Refund => Some("REFUND"),
+            Mode::Reset => Some("RESET"),
+        }
+    }
+}
+
+/// One limiter: what the module needs to decide, plus a name for the headers. The
+/// module's reply carries neither the limit nor the window, so they live here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Limit {
+    /// Shown in the `RateLimit` headers.
+    pub name: String,
+    pub algorithm: Algorithm,
+    /// The limiter's key; in a cluster, keys that go together share a `{hash tag}`.
+    pub key: String,
+    /// Budget per window (for `Concurrency`: leases at once).
+    pub limit: u64,
+    /// The window (for `Concurrency`: the lease ttl), sent in whole milliseconds.
+    pub window: Duration,
+    /// GCRA only: how many may come at once (default `limit`).
+    pub burst: Option<u64>,
+}
+
+impl Limit {
+    pub fn new(
+        name: impl Into<String>,
+        algorithm: Algorithm,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
+        Limit {
+            name: name.into(),
+            algorithm,
+            key: key.into(),
+            limit,
+            window,
+            burst: None,
+        }
+    }
+
+    /// RL.FIXED: a fixed window (the baseline, with its boundary bursts).
+    pub fn fixed(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
+        Self::new(name, Algorithm::Fixed, key, limit, window)
+    }
+
+    /// RL.SLIDELOG: an exact sliding window.
+    pub fn slidelog(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
+        Self::new(name, Algorithm::SlideLog, key, limit, window)
+    }
+
+    /// RL.SLIDECOUNT: a sliding window approximated by two counters.
+    pub fn slidecount(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
+        Self::new(name, Algorithm::SlideCount, key, limit, window)
+    }
+
+    /// RL.GCRA: `limit` per `window` on average; add `.burst(b)` for how many at once.
+    pub fn gcra(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
+        Self::new(name, Algorithm::Gcra, key, limit, window)
+    }
+
+    /// RL.CONCURRENCY: at most `limit` leases at once, each expiring `ttl` after it was
+    /// taken or last renewed (so a crashed worker's slot comes back).
+    pub fn concurrency(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        ttl: Duration,
+    ) -> Self {
+        Self::new(name, Algorithm::Concurrency, key, limit, ttl)
+    }
+
+    /// GCRA's `BURST`.
+    pub fn burst(mut self, burst: u64) -> Self {
+        self.burst = Some(burst);
+        self
+    }
+
+    pub fn with_key(&self, key: impl Into<String>) -> Self {
+        Limit {
+            key: key.into(),
+            ..self.clone()
+        }
+    }
+
+    /// The window in whole milliseconds, rounded up (the module's resolution).
+    pub fn window_ms(&self) -> u64 {
+        let ms = self.window.as_millis();
+        let ms = if self.window > Duration::from_millis(ms as u64) {
+            ms + 1
+        } else {
+            ms
+        };
+        u64::try_from(ms).unwrap_or(u64::MAX)
+    }
+
+    /// Whole seconds go as seconds, so that RL.FIXED names its window key in seconds as
+    /// the Lua scripts do; anything else as `<n>ms`.
+    pub(crate) fn window_arg(&self) -> String {
+        let ms = self.window_ms();
+        if ms.is_multiple_of(1000) {
+            (ms / 1000).to_string()
+        } else {
+            format!("{ms}ms")
+        }
+    }
+
+    /// `<key> <limit> <window> [BURST b] [COST n]`, shared by single calls and RL.ALL.
+    fn spec(&self, cmd: &mut redis::Cmd, cost: u64) {
+        cmd.arg(&self.key).arg(self.limit).arg(self.window_arg());
+        if let Some(burst) = self.burst {
+            cmd.arg("BURST").arg(burst);
+        }
+        if cost != 1 && self.algorithm != Algorithm::Concurrency {
+            cmd.arg("COST").arg(cost);
+        }
+    }
+}
+
+/// `RL.<ALGO> key limit window [BURST b] [COST n] [NOW t] [PEEK|REFUND|RESET]`.
+pub(crate) fn command(limit: &Limit, cost: u64, mode: Mode, now_us: Option<i64>) -> redis::Cmd {
+    let mut cmd = redis::cmd(limit.algorithm.command());
+    limit.spec(&mut cmd, cost);
+    if let Some(now) = now_us {
+        cmd.arg("NOW").arg(now);
+    }
+    if let Some(word) = mode.word() {
+        cmd.arg(word);
+    }
+    cmd
+}
+
+/// `RL.ALL n <algo> <spec>… [LEASE id] [NOW t] [PEEK|REFUND|RESET]`.
+pub(crate) fn all_command(
+    limits: &[Limit],
+    costs: &[u64],
+    mode: Mode,
+    lease: Option<&str>,
+    now_us: Option<i64>,
+) -> redis::Cmd {
+    let mut cmd = redis::cmd("RL.ALL");
+    cmd.arg(limits.len());
+    for (limit, &cost) in limits.iter().zip(costs) {
+        cmd.arg(limit.algorithm.word());
+        limit.spec(&mut cmd, cost);
+    }
+    if let Some(id) = lease {
+        cmd.arg("LEASE").arg(id);
+    }
+    if let Some(now) = now_us {
+        cmd.arg("NOW").arg(now);
+    }
+    if let Some(word) = mode.word() {
+        cmd.arg(word);
+    }
+    cmd
+}
+
+/// What an RL.CONCURRENCY call does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseOp<'a> {
+    /// Take a lease named `id`, or renew it if `id` already holds one.
+    Acquire(&'a str),
+    /// Give the lease back (an unknown or expired id is not an error).
+    Release(&'a str),
+    /// Push a held lease's expiry to now + ttl; denied if `id` holds none.
+    Heartbeat(&'a str),
+    /// What an acquire of a new id would get now.
+    Peek,
+    /// Drop every lease.
+    Reset,
+}
+
+impl LeaseOp<'_> {
+    pub(crate) fn mode(&self) -> Mode {
+        match self {
+            LeaseOp::Acquire(_) | LeaseOp::Heartbeat(_) => Mode::Spend,
+            LeaseOp::Release(_) => Mode::Refund,
+            LeaseOp::Peek => Mode::Peek,
+            LeaseOp::Reset => Mode::Reset,
+        }
+    }
+}
+
+/// `RL.CONCURRENCY key limit ttl <op> [id] [NOW t]`.
+pub(crate) fn lease_command(limit: &Limit, op: &LeaseOp<'_>, now_us: Option<i64>) -> redis::Cmd {
+    let mut cmd = redis::cmd("RL.CONCURRENCY");
+    cmd.arg(&limit.key).arg(limit.limit).arg(limit.window_arg());
+    match op {
+        LeaseOp::Acquire(id) => cmd.arg("ACQUIRE").arg(*id),
+        LeaseOp::Release(id) => cmd.arg("RELEASE").arg(*id),
+        LeaseOp::Heartbeat(id) => cmd.arg("HEARTBEAT").arg(*id),
+        LeaseOp::Peek => cmd.arg("PEEK"),
+        LeaseOp::Reset => cmd.arg("RESET"),
+    };
+    if let Some(now) = now_us {
+        cmd.arg("NOW").arg(now);
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn single_commands() {
+        let gcra = Limit::gcra("burst", "rl:{u}:b", 10, Duration::from_secs(1)).burst(2);
+        assert_eq!(
+            words(&command(&gcra, 3, Mode::Peek, Some(1_718_609_349_800_000))),
+            [
+                "RL.GCRA",
+                "rl:{u}:b",
+                "10",
+                "1",
+                "BURST",
+                "2",
+                "COST",
+                "3",
+                "NOW",
+                "1718609349800000",
+                "PEEK"
+            ]
+        );
+        let fixed = Limit::fixed("f", "k", 5, Duration::from_millis(1500));
+        assert_eq!(
+            words(&command(&fixed, 1, Mode::Spend, None)),
+            ["RL.FIXED", "k", "5", "1500ms"]
+        );
+        // A window below a millisecond's resolution is rounded up, never down to 0.
+        let tiny = Limit::slidelog("t", "k", 1, Duration::from_micros(1500));
+        assert_eq!(tiny.window_arg(), "2ms");
+    }
+
+    #[test]
+    fn all_and_lease_commands() {
+        let a = Limit::slidecount("m", "rl:{u}:m", 100, Duration::from_secs(60));
+        let c = Limit::concurrency("c", "rl:{u}:c", 5, Duration::from_secs(30));
+        assert_eq!(
+            words(&all_command(
+                &[a, c.clone()],
+                &[2, 1],
+                Mode::Refund,
+                Some("req-1"),
+                Some(1_700_000_000_000_000)
+            )),
+            [
+                "RL.ALL",
+                "2",
+                "SLIDECOUNT",
+                "rl:{u}:m",
+                "100",
+                "60",
+                "COST",
+                "2",
+                "CONCURRENCY",
+                "rl:{u}:c",
+                "5",
+                "30",
+                "LEASE",
+                "req-1",
+                "NOW",
+                "1700000000000000",
+                "REFUND"
+            ]
+        );
+        assert_eq!(
+            words(&lease_command(&c, &LeaseOp::Heartbeat("r"), None)),
+            ["RL.CONCURRENCY", "rl:{u}:c", "5", "30", "HEARTBEAT", "r"]
+        );
+        assert_eq!(
+            words(&command(&c, 1, Mode::Peek, None)),
+            ["RL.CONCURRENCY", "rl:{u}:c", "5", "30", "PEEK"]
+        );
+    }
+}

@@ -1,0 +1,435 @@
+//! The limiter: typed calls, the failure policy, the deny cache, the clock.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::{Cmd, Value};
+
+use crate::cache::{DenyCache, Entry};
+use crate::connection::{Connection, Target};
+use crate::decision::{self, Decision, Source, Throttle};
+use crate::error::Error;
+use crate::limit::{self, Algorithm, LeaseOp, Limit, Mode};
+
+/// Each call's bound, whatever the connection is configured with.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// What a call answers when Redis cannot: admit (`Open`) or refuse (`Closed`).
+///
+/// There is no default on purpose: a limiter that fails open by accident is an outage
+/// waiting for a flood; one that fails closed by accident turns a Redis blip into one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    Open,
+    Closed,
+}
+
+impl FailurePolicy {
+    fn word(self) -> &'static str {
+        match self {
+            FailurePolicy::Open => "open",
+            FailurePolicy::Closed => "closed",
+        }
+    }
+}
+
+/// Told about every failure: the error and the command that failed.
+pub type FailureHandler = Arc<dyn Fn(&Error, &str) + Send + Sync>;
+/// Unix time in microseconds.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// One cost for every limit of a call, or one per limit.
+#[derive(Debug, Clone, Copy)]
+pub enum Cost<'a> {
+    Each(u64),
+    PerLimit(&'a [u64]),
+}
+
+impl From<u64> for Cost<'_> {
+    fn from(cost: u64) -> Self {
+        Cost::Each(cost)
+    }
+}
+
+impl<'a> From<&'a [u64]> for Cost<'a> {
+    fn from(costs: &'a [u64]) -> Self {
+        Cost::PerLimit(costs)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u64; N]> for Cost<'a> {
+    fn from(costs: &'a [u64; N]) -> Self {
+        Cost::PerLimit(costs)
+    }
+}
+
+/// `pseudonym()` could not get an answer; `decision` is what the failure policy decided
+/// for the request that needed it (already reported).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("redis-rl unavailable: {}", .decision.error.as_ref().map(|e| e.to_string()).unwrap_or_default())]
+pub struct Unavailable {
+    pub decision: Decision,
+}
+
+/// Rate-limit checks on a [`Connection`]. Cheap to clone; clones share everything.
+///
+/// Every way Redis can fail to decide (refused or lost connection, timeout, any error
+/// reply, an unexpected reply) is reported to the failure handler (default: a line on
+/// stderr) and answered by the [`FailurePolicy`], with `source: Source::Failure`.
+#[derive(Clone)]
+pub struct RateLimiter {
+    conn: Connection,
+    failure: FailurePolicy,
+    on_failure: Option<FailureHandler>,
+    clock: Option<Clock>,
+    deny_cache: Option<Arc<DenyCache>>,
+    timeout: Duration,
+}
+
+/// µs on a monotonic timeline (for the deny cache when the server's clock decides).
+fn monotonic_us() -> i64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let elapsed = START.get_or_init(Instant::now).elapsed();
+    i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn wall_clock_us() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+}
+
+impl RateLimiter {
+    /// `failure` is required: see [`FailurePolicy`].
+    pub fn new(conn: impl Into<Connection>, failure: FailurePolicy) -> Self {
+        RateLimiter {
+            conn: conn.into(),
+            failure,
+            on_failure: None,
+            clock: None,
+            deny_cache: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Where failures are reported instead of stderr (e.g. `tracing::warn!`).
+    pub fn on_failure(mut self, handler: impl Fn(&Error, &str) + Send + Sync + 'static) -> Self {
+        self.on_failure = Some(Arc::new(handler));
+        self
+    }
+
+    /// An app clock (unix µs), sent as `NOW` on every call, so the module, the deny cache
+    /// and the pseudonym day share one timeline. Without it the server's clock decides.
+    pub fn clock(mut self, clock: impl Fn() -> i64 + Send + Sync + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Opt in to the local deny cache (see [`DenyCache`]).
+    pub fn deny_cache(mut self, cache: DenyCache) -> Self {
+        self.deny_cache = Some(Arc::new(cache));
+        self
+    }
+
+    /// Each call's bound (default 300 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.failure
+    }
+
+    /// The wall-clock time this limiter works with (its clock, if any), in unix µs.
+    pub fn now_us(&self) -> i64 {
+        self.clock
+            .as_ref()
+            .map_or_else(wall_clock_us, |clock| clock())
+    }
+
+    /// Spend `cost` on `limit` if it admits: `RL.<ALGO> key limit window [COST n]`.
+    pub async fn check(&self, limit: &Limit, cost: u64) -> Decision {
+        self.call(limit, cost, Mode::Spend).await
+    }
+
+    /// The same decision, spending and writing nothing (`PEEK`).
+    pub async fn peek(&self, limit: &Limit, cost: u64) -> Decision {
+        self.call(limit, cost, Mode::Peek).await
+    }
+
+    /// Give back `cost` units an admitted call spent (`REFUND`).
+    pub async fn refund(&self, limit: &Limit, cost: u64) -> Decision {
+        self.call(limit, cost, Mode::Refund).await
+    }
+
+    /// Clear the limiter's state (`RESET`).
+    pub async fn reset(&self, limit: &Limit) -> Decision {
+        self.call(limit, 1, Mode::Reset).await
+    }
+
+    /// One limit, any mode. A concurrency limit takes only `Peek` and `Reset` here; its
+    /// leases go through [`RateLimiter::acquire`] and friends.
+    pub async fn call(&self, limit: &Limit, cost: u64, mode: Mode) -> Decision {
+        let command = limit.algorithm.command();
+        if limit.algorithm == Algorithm::Concurrency && matches!(mode, Mode::Spend | Mode::Refund) {
+            return self.fail(
+                Error::InvalidCall("a concurrency limit takes a lease id (acquire/release)"),
+                command,
+            );
+        }
+        let entry = Entry {
+            limits: vec![limit.clone()],
+            costs: vec![cost],
+            all: false,
+        };
+        self.decide(
+            command,
+            entry,
+            mode,
+            |now| limit::command(limit, cost, mode, now),
+            |reply| decision::parse(command, reply, limit),
+        )
+        .await
+    }
+
+    /// RL.ALL: admitted only if every limit admits; then all spend, else none does.
+    /// `cost` is one for all limits or one per limit.
+    pub async fn check_all<'c>(
+        &self,
+        limits: &[Limit],
+        cost: impl Into<Cost<'c>>,
+        mode: Mode,
+    ) -> Decision {
+        self.all(limits, cost.into(), mode, None).await
+    }
+
+    /// RL.ALL with a concurrency limit among `limits`: its lease is named `lease`.
+    /// "At most 5 in flight and 100 a minute" is then one atomic call: a denied rate
+    /// limit takes no lease, a full concurrency limit spends no rate budget. With
+    /// `Mode::Refund` the lease is released.
+    pub async fn check_all_leased<'c>(
+        &self,
+        limits: &[Limit],
+        cost: impl Into<Cost<'c>>,
+        mode: Mode,
+        lease: &str,
+    ) -> Decision {
+        self.all(limits, cost.into(), mode, Some(lease)).await
+    }
+
+    async fn all(
+        &self,
+        limits: &[Limit],
+        cost: Cost<'_>,
+        mode: Mode,
+        lease: Option<&str>,
+    ) -> Decision {
+        let costs = match cost {
+            Cost::Each(n) => vec![n; limits.len()],
+            Cost::PerLimit(costs) => costs.to_vec(),
+        };
+        if limits.is_empty() {
+            return self.fail(
+                Error::InvalidCall("RL.ALL needs at least one limit"),
+                "RL.ALL",
+            );
+        }
+        if costs.len() != limits.len() {
+            return self.fail(
+                Error::InvalidCall("RL.ALL needs one cost per limit"),
+                "RL.ALL",
+            );
+        }
+        let entry = Entry {
+            limits: limits.to_vec(),
+            costs: costs.clone(),
+            all: true,
+        };
+        self.decide(
+            "RL.ALL",
+            entry,
+            mode,
+            |now| limit::all_command(limits, &costs, mode, lease, now),
+            |reply| decision::parse_all(reply, limits),
+        )
+        .await
+    }
+
+    /// RL.CONCURRENCY on a [`Limit::concurrency`].
+    pub async fn concurrency(&self, limit: &Limit, op: LeaseOp<'_>) -> Decision {
+        let entry = Entry {
+            limits: vec![limit.clone()],
+            costs: vec![1],
+            all: false,
+        };
+        let mode = op.mode();
+        self.decide(
+            "RL.CONCURRENCY",
+            entry,
+            mode,
+            |now| limit::lease_command(limit, &op, now),
+            |reply| decision::parse("RL.CONCURRENCY", reply, limit),
+        )
+        .await
+    }
+
+    /// Take (or renew) the lease `id`: allowed when a slot was free or `id` held one.
+    pub async fn acquire(&self, limit: &Limit, id: &str) -> Decision {
+        self.concurrency(limit, LeaseOp::Acquire(id)).await
+    }
+
+    /// Give the lease `id` back.
+    pub async fn release(&self, limit: &Limit, id: &str) -> Decision {
+        self.concurrency(limit, LeaseOp::Release(id)).await
+    }
+
+    /// Keep the lease `id` for another ttl; denied if it holds none any more.
+    pub async fn heartbeat(&self, limit: &Limit, id: &str) -> Decision {
+        self.concurrency(limit, LeaseOp::Heartbeat(id)).await
+    }
+
+    /// RL.THROTTLE, redis-cell's CL.THROTTLE: `count` per `period` seconds, `max_burst + 1`
+    /// at once; `quantity` 0 reports without spending. On a failure `limited` is the
+    /// policy's answer (`Closed` → limited) and `source` is `Failure`.
+    pub async fn throttle(
+        &self,
+        key: &str,
+        max_burst: u64,
+        count: u64,
+        period_s: u64,
+        quantity: u64,
+    ) -> Throttle {
+        let mut cmd = redis::cmd("RL.THROTTLE");
+        cmd.arg(key)
+            .arg(max_burst)
+            .arg(count)
+            .arg(period_s)
+            .arg(quantity);
+        if let Some(now) = self.clock.as_ref().map(|clock| clock()) {
+            cmd.arg("NOW").arg(now);
+        }
+        match self
+            .send(cmd, Target::Key(key))
+            .await
+            .and_then(|reply| decision::parse_throttle(&reply))
+        {
+            Ok(throttle) => throttle,
+            Err(error) => {
+                let failed = self.fail(error, "RL.THROTTLE");
+                Throttle {
+                    limited: !failed.allowed,
+                    limit: 0,
+                    remaining: 0,
+                    retry_after_s: -1,
+                    reset_after_s: 0,
+                    source: Source::Failure,
+                    error: failed.error,
+                }
+            }
+        }
+    }
+
+    /// RL.PSEUDONYM: a daily-rotating pseudonym of `identity` (an IP is canonicalised
+    /// first; `prefix6` hashes an IPv6 address's network instead), so that no raw IP
+    /// becomes a key. Always sends `NOW`, so the UTC day is this limiter's.
+    pub async fn pseudonym(
+        &self,
+        identity: &str,
+        scope: Option<&str>,
+        prefix6: Option<u8>,
+    ) -> Result<String, Unavailable> {
+        let mut cmd = redis::cmd("RL.PSEUDONYM");
+        cmd.arg(identity);
+        if let Some(scope) = scope {
+            cmd.arg(scope);
+        }
+        if let Some(bits) = prefix6 {
+            cmd.arg("PREFIX6").arg(bits);
+        }
+        cmd.arg("NOW").arg(self.now_us());
+        let answer = match self.send(cmd, Target::Any).await {
+            Ok(Value::BulkString(bytes)) => {
+                String::from_utf8(bytes).map_err(|e| Error::UnexpectedReply {
+                    command: "RL.PSEUDONYM".into(),
+                    reply: format!("{:?}", e.as_bytes()),
+                })
+            }
+            Ok(Value::SimpleString(text)) => Ok(text),
+            Ok(other) => Err(Error::unexpected("RL.PSEUDONYM", &other)),
+            Err(error) => Err(error),
+        };
+        answer.map_err(|error| Unavailable {
+            decision: self.fail(error, "RL.PSEUDONYM"),
+        })
+    }
+
+    /// The cache, the round trip, the reading of the reply, and the policy on failure.
+    async fn decide(
+        &self,
+        command: &'static str,
+        entry: Entry,
+        mode: Mode,
+        build: impl FnOnce(Option<i64>) -> Cmd,
+        read: impl FnOnce(&Value) -> Result<Decision, Error>,
+    ) -> Decision {
+        // With a clock its time goes to the server as NOW, so the cache and the module
+        // share one timeline. Without one the server's clock decides, and the cache uses
+        // the monotonic clock read *before* sending: the server decides no earlier, so a
+        // cached denial ends no later than the real one, whatever the clocks' offset.
+        let now = self.clock.as_ref().map(|clock| clock());
+        let instant = now.unwrap_or_else(monotonic_us);
+        if let Some(cache) = &self.deny_cache {
+            match mode {
+                Mode::Refund | Mode::Reset => cache.forget(&entry.limits),
+                Mode::Spend | Mode::Peek => {
+                    if let Some(hit) = cache.lookup(&entry, instant) {
+                        return hit;
+                    }
+                }
+            }
+        }
+        let Some(first_key) = entry.limits.first().map(|l| l.key.clone()) else {
+            return self.fail(Error::InvalidCall("no limit"), command);
+        };
+        let result = self
+            .send(build(now), Target::Key(&first_key))
+            .await
+            .and_then(|reply| read(&reply));
+        match result {
+            Ok(decision) => {
+                if let (Some(cache), Mode::Spend | Mode::Peek) = (&self.deny_cache, mode) {
+                    cache.remember(entry, instant, &decision);
+                }
+                decision
+            }
+            Err(error) => self.fail(error, command),
+        }
+    }
+
+    async fn send(&self, cmd: Cmd, target: Target<'_>) -> Result<Value, Error> {
+        match tokio::time::timeout(self.timeout, self.conn.send(cmd, target)).await {
+            Ok(Ok(Value::ServerError(error))) => Err(Error::Redis(error.into())),
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(Error::Redis(error)),
+            Err(_) => Err(Error::Timeout(self.timeout)),
+        }
+    }
+
+    fn fail(&self, error: Error, command: &str) -> Decision {
+        let report = || match &self.on_failure {
+            Some(handler) => handler(&error, command),
+            None => eprintln!(
+                "redis-rl: {command} failed, failing {}: {error}",
+                self.failure.word()
+            ),
+        };
+        // A broken reporter must not take the request down with it.
+        if catch_unwind(AssertUnwindSafe(report)).is_err() {
+            eprintln!("redis-rl: the failure handler panicked");
+        }
+        Decision::failure(self.failure == FailurePolicy::Open, error)
+    }
+}

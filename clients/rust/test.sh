@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The Rust kit's checks: rustfmt, clippy (-D warnings), then the tests against real
+# servers that they start themselves (standalone, without the module, a 3-node cluster). Env: RL_MODULE (default
+# ../../target/release/libredis_rl.so), RL_SERVER (default redis-server); extra
+# arguments go to `cargo test`.
+set -euo pipefail
+
+kit="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$kit/../.." && pwd)"
+cd "$kit"
+export RL_MODULE="${RL_MODULE:-$repo/target/release/libredis_rl.so}"
+
+cargo fmt -- --check
+cargo clippy --locked --all-targets -- -D warnings
+# Builds the examples too (tests/suite/example.rs runs examples/axum.rs).
+cargo test --locked "$@"

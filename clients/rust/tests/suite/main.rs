@@ -1,0 +1,12 @@
+//! The kit's integration tests, one binary (one link) for all of them: real servers
+//! started on free loopback ports by each test (see `common`).
+
+mod common;
+
+mod cluster;
+mod commands;
+mod concurrency;
+mod deny_cache;
+mod example;
+mod failure;
+mod layer;
