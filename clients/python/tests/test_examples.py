@@ -71,3 +71,18 @@ def test_wsgi_example_serves_http(server: Server) -> None:
     assert responses[0][1]["RateLimit-Policy"] == '"burst";q=2;w=1'
     assert responses[2][1]["Retry-After"] == "1"
     assert responses[2][1]["X-RateLimit-Limit"] == "2"
+
+
+def test_flask_limiter_example(server: Server) -> None:
+    assert run("flask_limiter_app.py", server).splitlines() == [
+        "200 remaining 1", "200 remaining 0", "429 remaining 0 retry-after 1"]
+
+
+def test_slowapi_example(server: Server) -> None:
+    assert run("slowapi_app.py", server).splitlines() == [
+        "200 remaining 1", "200 remaining 0", "429 remaining 0 retry-after 1"]
+
+
+def test_fastapi_limiter_example(server: Server) -> None:
+    assert run("fastapi_limiter_app.py", server).splitlines() == [
+        "200 {'hello': 'world'}", "200 {'hello': 'world'}", "429 {'detail': 'Too Many Requests'}"]

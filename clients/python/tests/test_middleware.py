@@ -175,3 +175,60 @@ def test_wsgi_redis_down_fails_closed() -> None:
     status, headers, body = wsgi_get(WSGIRateLimitMiddleware(wsgi_app, rl, [API]), "192.0.2.1")
     assert (status, body) == (503, b'{"error": "rate_limiter_unavailable"}')
     assert "retry-after" not in headers
+
+
+def test_asgi_shadow_mode_passes_reports_and_keeps_the_real_headers(server: Server, clock: FakeClock) -> None:
+    seen: List[Tuple[Any, str]] = []
+
+    async def scenario() -> List[Response]:
+        client = connect_async(server.url)
+        rl = AsyncRateLimiter(client, failure=FailurePolicy.CLOSED, clock=clock)
+        app = RateLimitMiddleware(hello, rl, [Limit.gcra("api", "rl:shadow-asgi", 10, 1, burst=2)],
+                                  shadow=True, on_shadow=lambda d, what: seen.append((d, what)))
+        out = [await asgi_get(app, "203.0.113.70") for _ in range(4)]
+        assert (app.shadow.denials, dict(app.shadow.by_label)) == (2, {"api": 2})
+        await client.aclose()
+        return out
+
+    out = asyncio.run(scenario())
+    assert [s for s, _, _ in out] == [200] * 4
+    assert [b for _, _, b in out] == [b"hello"] * 4
+    # The real state: nothing left, and when it comes back.
+    assert (out[2][1]["ratelimit"], out[2][1]["retry-after"]) == ('"api";r=0;t=1', "1")
+    assert [(d.allowed, what) for d, what in seen] == [(False, "/"), (False, "/")]
+
+
+def test_asgi_shadow_mode_default_report_and_failures(caplog: pytest.LogCaptureFixture, server: Server,
+                                                      clock: FakeClock) -> None:
+    import logging
+
+    async def scenario() -> Tuple[int, int]:
+        client = connect_async(server.url)
+        rl = AsyncRateLimiter(client, failure=FailurePolicy.CLOSED, clock=clock)
+        app = RateLimitMiddleware(hello, rl, [Limit.fixed("one", "rl:shadow-log", 1, 10)], shadow=True)
+        statuses = [(await asgi_get(app, "203.0.113.71"))[0] for _ in range(2)]
+        await client.aclose()
+        # Shadow mode leaves the failure policy alone: Redis down, fail closed → 503.
+        down = AsyncRateLimiter(connect_async(f"redis://127.0.0.1:{free_port()}"), failure=FailurePolicy.CLOSED,
+                                on_failure=Reports())
+        dead = RateLimitMiddleware(hello, down, [API], shadow=True, identify=_fixed_identity)
+        return statuses[1], (await asgi_get(dead, "192.0.2.1"))[0]
+
+    with caplog.at_level(logging.WARNING, logger="redis_rl"):
+        second, dead_status = asyncio.run(scenario())
+    assert (second, dead_status) == (200, 503)
+    assert "shadow mode: would have denied /" in caplog.text
+
+
+async def _fixed_identity(scope: Dict[str, Any]) -> str:
+    return "someone"
+
+
+def test_wsgi_shadow_mode(server: Server, clock: FakeClock) -> None:
+    rl = RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock)
+    app = WSGIRateLimitMiddleware(wsgi_app, rl, [Limit.fixed("one", "rl:shadow-wsgi", 1, 10)], shadow=True,
+                                  on_shadow=lambda d, what: None)
+    (s1, _, _), (s2, h2, b2) = [wsgi_get(app, "203.0.113.72") for _ in range(2)]
+    assert (s1, s2, b2) == (200, 200, b"hello")
+    assert h2["ratelimit"] == '"one";r=0;t=1' and "retry-after" in h2
+    assert app.shadow.denials == 1

@@ -9,8 +9,9 @@ from .client import (
 )
 from .connect import connect, connect_async
 from .headers import ratelimit_headers
-from .limits import Decision, Limit
+from .limits import Decision, Limit, Throttle
 from .middleware import RateLimitMiddleware, WSGIRateLimitMiddleware
+from .shadow import Shadow
 
 __all__ = [
     "AsyncRateLimiter",
@@ -22,6 +23,8 @@ __all__ = [
     "PseudonymCache",
     "RateLimitMiddleware",
     "RateLimiter",
+    "Shadow",
+    "Throttle",
     "WSGIRateLimitMiddleware",
     "connect",
     "connect_async",

@@ -15,7 +15,7 @@ from redis.cluster import RedisCluster
 
 from . import limits as wire
 from .cache import DenyCache
-from .limits import Decision, Limit, Mode
+from .limits import Decision, Limit, Mode, Throttle
 
 logger = logging.getLogger("redis_rl")
 
@@ -81,6 +81,9 @@ class _Call:
     mode: Mode
     many: bool  # RL.ALL
     instant: int  # on the deny cache's timeline
+    # A lease's denial can end early (another request releases), so the deny cache
+    # must not answer for it.
+    cacheable: bool = True
 
     @property
     def entry(self) -> Tuple[Tuple[Limit, ...], Tuple[int, ...], bool]:
@@ -112,7 +115,9 @@ class _Core:
         """The wall-clock time this limiter works with (the injected clock, if any)."""
         return self.clock() if self.clock else _wall_clock_us()
 
-    def _plan(self, limits: Sequence[Limit], costs: Costs, mode: Mode, many: bool) -> _Call:
+    def _plan(
+        self, limits: Sequence[Limit], costs: Costs, mode: Mode, many: bool, lease: Optional[str] = None
+    ) -> _Call:
         limits = tuple(limits)
         if not limits:
             raise ValueError("at least one limit")
@@ -127,13 +132,31 @@ class _Core:
         now = self.clock() if self.clock else None
         instant = now if now is not None else _monotonic_us()
         if many:
-            args = wire.all_command(limits, cost_list, mode, now)
+            args = wire.all_command(limits, cost_list, mode, now, lease)
         else:
             args = wire.command(limits[0], cost_list[0], mode, now)
-        return _Call(args, limits, cost_list, mode, many, instant)
+        cacheable = all(limit.algorithm != "CONCURRENCY" for limit in limits)
+        return _Call(args, limits, cost_list, mode, many, instant, cacheable)
+
+    def _lease(self, limit: Limit, op: str, lease: str) -> _Call:
+        now = self.clock() if self.clock else None
+        args = wire.lease_command(limit, op, lease, now)
+        return _Call(args, (limit,), (1,), "spend", False, now if now is not None else _monotonic_us(), False)
+
+    def _throttle_args(self, key: str, max_burst: int, count: int, period: int, quantity: int) -> List[Any]:
+        return wire.throttle_command(key, max_burst, count, period, quantity, self.clock() if self.clock else None)
+
+    def _throttled(self, args: List[Any], reply: Any) -> Throttle:
+        if not isinstance(reply, BaseException):
+            try:
+                return wire.parse_throttle(reply)
+            except (TypeError, ValueError, IndexError) as exc:
+                reply = exc
+        decision = self._fail(reply, args)
+        return Throttle(not decision.allowed, int(args[2]) + 1, 0, -1 if decision.allowed else 0, 0, error=reply)
 
     def _cached(self, call: _Call) -> Optional[Decision]:
-        if self.deny_cache is None:
+        if self.deny_cache is None or not call.cacheable:
             return None
         if call.mode in ("refund", "reset"):
             self.deny_cache.forget(call.limits)
@@ -150,7 +173,7 @@ class _Core:
                 decision = wire.parse(reply, call.limits[0])
         except (TypeError, ValueError, IndexError) as exc:
             return self._fail(exc, call.args)
-        if self.deny_cache is not None and call.mode in ("spend", "peek"):
+        if self.deny_cache is not None and call.cacheable and call.mode in ("spend", "peek"):
             self.deny_cache.remember(call.entry, call.instant, decision)
         return decision
 
@@ -223,10 +246,36 @@ class RateLimiter(_Core):
     def reset(self, limit: Limit) -> Decision:
         return self.check(limit, 1, "reset")
 
-    def check_all(self, limits: Sequence[Limit], cost: Costs = 1, mode: Mode = "spend") -> Decision:
+    def check_all(
+        self, limits: Sequence[Limit], cost: Costs = 1, mode: Mode = "spend", *, lease: Optional[str] = None
+    ) -> Decision:
         """RL.ALL: admitted only if every limit admits; then all spend, else none.
-        `cost` is one for all limits or one per limit."""
-        return self._run(self._plan(limits, cost, mode, many=True))
+        `cost` is one for all limits or one per limit; `lease` names the lease of
+        its `Limit.concurrency` limits (spending acquires it, `refund` releases it)."""
+        return self._run(self._plan(limits, cost, mode, many=True, lease=lease))
+
+    def acquire(self, limit: Limit, lease: str) -> Decision:
+        """RL.CONCURRENCY ACQUIRE: take (or renew: idempotent) the lease `lease`."""
+        return self._run(self._lease(limit, "ACQUIRE", lease))
+
+    def release(self, limit: Limit, lease: str) -> Decision:
+        """RL.CONCURRENCY RELEASE (an unknown or expired lease is not an error)."""
+        return self._run(self._lease(limit, "RELEASE", lease))
+
+    def heartbeat(self, limit: Limit, lease: str) -> Decision:
+        """RL.CONCURRENCY HEARTBEAT: push a held lease's expiry to now + ttl;
+        denied when the lease is gone (its slot may be someone else's)."""
+        return self._run(self._lease(limit, "HEARTBEAT", lease))
+
+    def throttle(self, key: str, max_burst: int, count: int, period: int, quantity: int = 1) -> Throttle:
+        """RL.THROTTLE, redis-cell's CL.THROTTLE: `count` per `period` seconds,
+        `max_burst + 1` at once; quantity 0 reports without spending."""
+        args = self._throttle_args(key, max_burst, count, period, quantity)
+        try:
+            reply = self.client.execute_command(*args, **_route(self.client, key))
+        except Exception as exc:
+            reply = exc
+        return self._throttled(args, reply)
 
     def check_many(self, limits: Sequence[Limit], cost: int = 1, mode: Mode = "spend") -> List[Decision]:
         """Independent checks (not all-or-nothing) in one pipelined round trip."""
@@ -283,8 +332,28 @@ class AsyncRateLimiter(_Core):
     async def reset(self, limit: Limit) -> Decision:
         return await self.check(limit, 1, "reset")
 
-    async def check_all(self, limits: Sequence[Limit], cost: Costs = 1, mode: Mode = "spend") -> Decision:
-        return await self._run(self._plan(limits, cost, mode, many=True))
+    async def check_all(
+        self, limits: Sequence[Limit], cost: Costs = 1, mode: Mode = "spend", *, lease: Optional[str] = None
+    ) -> Decision:
+        return await self._run(self._plan(limits, cost, mode, many=True, lease=lease))
+
+    async def acquire(self, limit: Limit, lease: str) -> Decision:
+        return await self._run(self._lease(limit, "ACQUIRE", lease))
+
+    async def release(self, limit: Limit, lease: str) -> Decision:
+        return await self._run(self._lease(limit, "RELEASE", lease))
+
+    async def heartbeat(self, limit: Limit, lease: str) -> Decision:
+        return await self._run(self._lease(limit, "HEARTBEAT", lease))
+
+    async def throttle(self, key: str, max_burst: int, count: int, period: int, quantity: int = 1) -> Throttle:
+        args = self._throttle_args(key, max_burst, count, period, quantity)
+        try:
+            await self._ready()
+            reply = await self.client.execute_command(*args, **_route(self.client, key))
+        except Exception as exc:
+            reply = exc
+        return self._throttled(args, reply)
 
     async def check_many(self, limits: Sequence[Limit], cost: int = 1, mode: Mode = "spend") -> List[Decision]:
         calls = [self._plan((limit,), cost, mode, many=False) for limit in limits]

@@ -10,8 +10,11 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
 
-Algorithm = Literal["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA"]
-ALGORITHMS: Tuple[str, ...] = ("SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA")
+Algorithm = Literal["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA", "CONCURRENCY"]
+ALGORITHMS: Tuple[str, ...] = ("SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA", "CONCURRENCY")
+
+# RL.CONCURRENCY's operations on a lease (PEEK and RESET are the modes).
+LeaseOp = Literal["ACQUIRE", "RELEASE", "HEARTBEAT"]
 
 Mode = Literal["spend", "peek", "refund", "reset"]
 _MODE_WORD = {"spend": None, "peek": "PEEK", "refund": "REFUND", "reset": "RESET"}
@@ -92,6 +95,13 @@ class Limit:
         return cls(name, "SLIDECOUNT", key, limit, window_ms(window))
 
     @classmethod
+    def concurrency(cls, name: str, key: str, limit: int, ttl: Window) -> Limit:
+        """At most `limit` leases in flight; a lease not released or renewed
+        (heartbeat) expires `ttl` after it was taken. Use with the limiter's
+        `acquire`/`release`/`heartbeat`, or in `check_all(..., lease=id)`."""
+        return cls(name, "CONCURRENCY", key, limit, window_ms(ttl))
+
+    @classmethod
     def gcra(
         cls, name: str, key: str, limit: int, window: Window, burst: Optional[int] = None
     ) -> Limit:
@@ -152,16 +162,70 @@ class Decision:
 
 
 def command(limit: Limit, cost: int, mode: Mode, now_us: Optional[int]) -> List[Any]:
+    if limit.algorithm == "CONCURRENCY":
+        if mode in ("spend", "refund"):
+            raise ValueError("a CONCURRENCY limit takes a lease: use acquire/release/heartbeat")
+        return lease_command(limit, mode.upper(), None, now_us)
     return [f"RL.{limit.algorithm}", *limit.spec(cost), *_tail(mode, now_us)]
 
 
+def lease_command(limit: Limit, op: str, lease: Optional[str], now_us: Optional[int]) -> List[Any]:
+    """`RL.CONCURRENCY <key> <limit> <ttl> ACQUIRE|RELEASE|HEARTBEAT <id>|PEEK|RESET [NOW t]`."""
+    if limit.algorithm != "CONCURRENCY":
+        raise ValueError(f"{op} needs a Limit.concurrency, not {limit.algorithm}")
+    args: List[Any] = ["RL.CONCURRENCY", limit.key, limit.limit, limit.window_arg, op]
+    if lease is not None:
+        args.append(lease)
+    return args + (["NOW", now_us] if now_us is not None else [])
+
+
 def all_command(
-    limits: Sequence[Limit], costs: Sequence[int], mode: Mode, now_us: Optional[int]
+    limits: Sequence[Limit],
+    costs: Sequence[int],
+    mode: Mode,
+    now_us: Optional[int],
+    lease: Optional[str] = None,
 ) -> List[Any]:
     args: List[Any] = ["RL.ALL", len(limits)]
     for limit, cost in zip(limits, costs):
         args += [limit.algorithm, *limit.spec(cost)]
+    if lease is not None:
+        args += ["LEASE", lease]
+    elif any(limit.algorithm == "CONCURRENCY" for limit in limits) and mode in ("spend", "refund"):
+        raise ValueError("a CONCURRENCY limit in RL.ALL needs lease=")
     return args + _tail(mode, now_us)
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """RL.THROTTLE's reply, redis-cell's CL.THROTTLE shape: `limited`, `limit`
+    (max_burst + 1), `remaining`, and whole seconds `retry_after` (-1 when allowed)
+    and `reset_after`. `error` is set when the failure policy decided instead."""
+
+    limited: bool
+    limit: int
+    remaining: int
+    retry_after: int
+    reset_after: int
+    error: Optional[BaseException] = None
+
+    @property
+    def allowed(self) -> bool:
+        return not self.limited
+
+
+def throttle_command(
+    key: str, max_burst: int, count: int, period: int, quantity: int, now_us: Optional[int]
+) -> List[Any]:
+    args: List[Any] = ["RL.THROTTLE", key, max_burst, count, period, quantity]
+    return args + (["NOW", now_us] if now_us is not None else [])
+
+
+def parse_throttle(reply: Sequence[Any]) -> Throttle:
+    limited, limit, remaining, retry, reset = (int(x) for x in reply[:5])
+    if limited not in (0, 1) or len(reply) != 5:
+        raise ValueError(f"unexpected RL.THROTTLE reply {reply!r}")
+    return Throttle(bool(limited), limit, remaining, retry, reset)
 
 
 def _tail(mode: Mode, now_us: Optional[int]) -> List[Any]:

@@ -1,0 +1,384 @@
+"""A `limits` storage on redis-rl, so Flask-Limiter and SlowAPI (and anything else
+built on `limits` 4 or 5) switch by their storage URI:
+
+    import redis_rl.limits_storage  # registers the schemes below
+    RATELIMIT_STORAGE_URI = "redis+rl://localhost:6379"
+
+Schemes: `redis+rl://`, `rediss+rl://` (TLS), `redis+rl+cluster://`, and each with
+`async+` in front for `limits.aio`. Options, in the URI's query or as storage options:
+
+- `algorithm`: what the fixed-window strategy (the libraries' default) runs on:
+  `slidecount` (default), `slidelog`, `gcra` or `fixed` (RL.FIXED, for the old
+  behaviour, boundary burst included). The moving-window strategy always runs on
+  RL.SLIDELOG, the sliding-window-counter one on RL.SLIDECOUNT.
+- `failure`: `open` or `closed` to let the kit's failure policy decide when Redis
+  cannot (reported, never raised). Without it the error is reported and raised, so
+  the library's own switch decides (Flask-Limiter's and SlowAPI's `swallow_errors`,
+  `in_memory_fallback`).
+- `shadow`: `true` to let would-be-limited requests through, reported and counted.
+- `key_prefix` (default `rl:limits`), and as storage options only: `clock` (unix µs,
+  sent as NOW), `on_failure`, `on_shadow`, and a ready-made redis-py `client`.
+
+The module decides. The strategies read a hit count, so an admitted hit reports
+`limit - remaining` and a denied one `limit + 1`; the window stats come from a PEEK:
+the count, and as reset time the module's retry time when the next request would be
+denied, else its reset time. A request's keys (and the module's derived keys) share
+the hash tag `{<namespace>/<identifiers>}`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.parse
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import redis
+from limits.aio.storage import MovingWindowSupport as AsyncMovingWindowSupport
+from limits.aio.storage import SlidingWindowCounterSupport as AsyncSlidingWindowCounterSupport
+from limits.aio.storage import Storage as AsyncStorage
+from limits.errors import ConfigurationError
+from limits.limits import TIME_TYPES
+from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+
+from .client import AsyncRateLimiter, FailurePolicy, RateLimiter, logger
+from .connect import connect, connect_async
+from .limits import Decision, Limit
+from .shadow import Shadow
+
+ALGORITHMS = {"slidecount": "SLIDECOUNT", "slidelog": "SLIDELOG", "gcra": "GCRA", "fixed": "FIXED"}
+DEFAULT_PREFIX = "rl:limits"
+_OPTIONS = ("algorithm", "failure", "shadow", "key_prefix")
+_TRUE = ("1", "true", "yes", "on")
+STATS_AFTER_FAILURE_S = 1.0
+
+
+class _Settings:
+    """What the URI and the storage options say, shared by the sync and async storage."""
+
+    def __init__(self, uri: str, options: Dict[str, Any]) -> None:
+        parsed = urllib.parse.urlsplit(uri)
+        scheme = parsed.scheme.removeprefix("async+")
+        self.cluster = scheme.endswith("+cluster")
+        base = scheme.removesuffix("+cluster").removesuffix("+rl")
+        query = urllib.parse.parse_qsl(parsed.query, keep_blank_values=True)
+        given = {k: v for k, v in query if k in _OPTIONS}
+        rest = urllib.parse.urlencode([(k, v) for k, v in query if k not in _OPTIONS])
+        self.url = urllib.parse.urlunsplit((base, parsed.netloc, parsed.path, rest, ""))
+        for name in _OPTIONS:
+            if name in options:
+                given[name] = options.pop(name)
+
+        algorithm = str(given.get("algorithm", "slidecount")).lower()
+        if algorithm not in ALGORITHMS:
+            raise ConfigurationError(f"redis+rl: algorithm must be one of {sorted(ALGORITHMS)}, not {algorithm!r}")
+        self.algorithm = ALGORITHMS[algorithm]
+
+        failure = given.get("failure")
+        if failure is None or isinstance(failure, FailurePolicy):
+            self.failure: Optional[FailurePolicy] = failure
+        elif str(failure).lower() in ("open", "closed"):
+            self.failure = FailurePolicy(str(failure).lower())
+        else:
+            raise ConfigurationError(f"redis+rl: failure must be 'open' or 'closed', not {failure!r}")
+
+        shadow = given.get("shadow", False)
+        enabled = shadow if isinstance(shadow, bool) else str(shadow).lower() in _TRUE
+        self.shadow = Shadow(enabled, options.pop("on_shadow", None))
+        self.prefix = str(given.get("key_prefix", DEFAULT_PREFIX))
+        self.client = options.pop("client", None)
+        self.limiter_options: Dict[str, Any] = {
+            # Without a policy of ours, the limiter reports and we raise the error on.
+            "failure": self.failure or FailurePolicy.OPEN,
+            "on_failure": options.pop("on_failure", None) or (None if self.failure else _log_raised),
+            "clock": options.pop("clock", None),
+        }
+        self.connect_options = options
+        self._failed = threading.local()
+
+    def now(self) -> float:
+        clock = self.limiter_options["clock"]
+        return clock() / 1e6 if clock else time.time()
+
+    def failed(self, decision: Decision) -> Decision:
+        """Remembers the last call's failure on this thread (a success forgets it)."""
+        self._failed.at = (time.monotonic(), decision) if decision.error is not None else None
+        return decision
+
+    def recent_failure(self) -> Optional[Decision]:
+        """The last failure on this thread if it is under a second old: the stats
+        reads behind a library's headers answer from it rather than wait out another
+        timeout each (the hits still ask Redis, so recovery is seen at once)."""
+        at = getattr(self._failed, "at", None)
+        if self.failure is None or at is None or time.monotonic() - at[0] > STATS_AFTER_FAILURE_S:
+            return None
+        return at[1]
+
+
+def _log_raised(error: BaseException, command: Sequence[Any]) -> None:
+    logger.warning(
+        "redis-rl: %s failed, raised to the library (no failure= option): %s: %s",
+        command[0] if command else "command",
+        type(error).__name__,
+        error,
+    )
+
+
+def _parse_key(key: str) -> Tuple[str, int, int]:
+    """`<namespace>/<identifiers...>/<amount>/<multiples>/<granularity>` (limits'
+    `key_for`) → (the part before the amount, amount, window in seconds)."""
+    parts = key.rsplit("/", 3)
+    try:
+        head, amount, multiples, granularity = parts
+        seconds = TIME_TYPES[granularity].seconds * int(multiples)
+        limit = int(amount)
+    except (ValueError, KeyError):
+        raise ConfigurationError(
+            f"redis+rl: {key!r} is not a key made by limits' RateLimitItem.key_for, so its limit is unknown"
+        ) from None
+    return head, limit, seconds
+
+
+class _Keys:
+    def __init__(self, settings: _Settings) -> None:
+        self.s = settings
+
+    def limit(self, algorithm: str, key: str, limit: Optional[int] = None, expiry: Optional[int] = None) -> Limit:
+        head, parsed_limit, seconds = _parse_key(key)
+        suffix = key[len(head) + 1 :]
+        return Limit(
+            "limits",
+            algorithm,  # type: ignore[arg-type]
+            f"{self.s.prefix}:{{{head}}}:{algorithm.lower()}:{suffix}",
+            limit if limit is not None else parsed_limit,
+            (expiry if expiry is not None else seconds) * 1000,
+        )
+
+
+def _count(decision: Decision, limit: Limit) -> int:
+    """Units spent in the window, read from a PEEK of cost 1 (which reports what
+    would remain *after* one more when it admits)."""
+    if decision.error is not None:
+        return limit.limit if not decision.allowed else 0
+    if decision.allowed:
+        return max(limit.limit - decision.remaining - 1, 0)
+    return limit.limit - decision.remaining
+
+
+def _until_s(decision: Decision, limit: Limit) -> float:
+    """Seconds until the window stats' "reset": when a denied request may retry,
+    else when the full budget is back."""
+    if decision.error is not None:
+        return 0.0 if decision.allowed else limit.window_ms / 1000
+    if decision.allowed and _count(decision, limit) == 0:
+        return 0.0  # nothing spent, nothing to wait for
+    ms = decision.retry_after_ms if not decision.allowed else decision.reset_after_ms
+    return max(ms, 0) / 1000
+
+
+def _at(settings: _Settings, decision: Decision, limit: Limit) -> float:
+    """The stats' reset as a unix time. The clock is read after the reply: the server
+    decided no later, so the time is never early (a library that rounds it down, as
+    Flask-Limiter's Retry-After does, would otherwise lose a whole second)."""
+    return settings.now() + _until_s(decision, limit)
+
+
+def _raised(settings: _Settings, decision: Decision) -> Decision:
+    """Without a failure policy of ours, the library's own switch decides: raise."""
+    if settings.failed(decision).error is not None and settings.failure is None:
+        raise decision.error
+    return decision
+
+
+def _spent(settings: _Settings, decision: Decision, limit: Limit) -> bool:
+    """The hit's answer: the module's, the failure policy's, or shadow mode's."""
+    label = f"{limit.algorithm} {limit.key.rsplit(':', 1)[-1]}"  # e.g. "SLIDELOG 5/1/minute"
+    return settings.shadow.passes(_raised(settings, decision), limit.key, label)
+
+
+def _hit_count(settings: _Settings, decision: Decision, limit: Limit) -> int:
+    """What the fixed-window strategy compares with the limit: `limit - remaining`
+    when admitted, more than the limit when denied."""
+    if not _spent(settings, decision, limit):
+        return limit.limit + 1
+    if decision.error is not None or not decision.allowed:  # the policy's or shadow's pass
+        return limit.limit
+    return limit.limit - decision.remaining
+
+
+class RedisRLStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
+    """`limits` storage on redis-rl (sync): `redis+rl://`, `rediss+rl://`, `redis+rl+cluster://`."""
+
+    STORAGE_SCHEME = ["redis+rl", "rediss+rl", "redis+rl+cluster"]
+
+    def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
+        self.settings = _Settings(uri, dict(options))
+        s = self.settings
+        client = s.client or connect(s.url, cluster=s.cluster, **s.connect_options)
+        self.limiter = RateLimiter(client, **s.limiter_options)
+        self.keys = _Keys(s)
+        super().__init__(uri, wrap_exceptions=wrap_exceptions)
+
+    @property
+    def shadow(self) -> Shadow:
+        return self.settings.shadow
+
+    @property
+    def base_exceptions(self) -> Union[type, Tuple[type, ...]]:
+        return redis.RedisError
+
+    def _hit(self, limit: Limit, cost: int) -> bool:
+        return _spent(self.settings, self.limiter.check(limit, cost), limit)
+
+    def _peek(self, limit: Limit) -> Decision:
+        return self.settings.recent_failure() or _raised(self.settings, self.limiter.check(limit, 1, "peek"))
+
+    # The fixed-window strategy: incr/get/get_expiry, on the `algorithm` option.
+    def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
+        if elastic_expiry:
+            raise NotImplementedError(ELASTIC_REFUSED)
+        limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
+        return _hit_count(self.settings, self.limiter.check(limit, amount), limit)
+
+    def get(self, key: str) -> int:
+        limit = self.keys.limit(self.settings.algorithm, key)
+        return _count(self._peek(limit), limit)
+
+    def get_expiry(self, key: str) -> float:
+        limit = self.keys.limit(self.settings.algorithm, key)
+        return _at(self.settings, self._peek(limit), limit)
+
+    def check(self) -> bool:
+        try:
+            return bool(self.limiter.client.ping())
+        except Exception:
+            return False
+
+    def reset(self) -> Optional[int]:
+        deleted = 0
+        for name in self.limiter.client.scan_iter(match=f"{self.settings.prefix}:*", count=1000):
+            deleted += int(self.limiter.client.delete(name))
+        return deleted
+
+    def clear(self, key: str) -> None:
+        limits = [self.keys.limit(a, key) for a in _cleared(self.settings)]
+        _raised(self.settings, self.limiter.check_all(limits, mode="reset"))
+
+    # The moving-window strategy, on RL.SLIDELOG.
+    def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return self._hit(self.keys.limit("SLIDELOG", key, limit, expiry), amount)
+
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        lim = self.keys.limit("SLIDELOG", key, limit, expiry)
+        decision = self._peek(lim)
+        return _at(self.settings, decision, lim) - expiry, _count(decision, lim)
+
+    # The sliding-window-counter strategy, on RL.SLIDECOUNT.
+    def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return self._hit(self.keys.limit("SLIDECOUNT", key, limit, expiry), amount)
+
+    def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
+        lim = self.keys.limit("SLIDECOUNT", key, expiry=expiry)
+        return _sliding_window(self._peek(lim), lim, expiry)
+
+    def clear_sliding_window(self, key: str, expiry: int) -> None:
+        _raised(self.settings, self.limiter.reset(self.keys.limit("SLIDECOUNT", key, expiry=expiry)))
+
+
+class AsyncRedisRLStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport):
+    """The `limits.aio` counterpart: `async+redis+rl://`, `async+rediss+rl://`,
+    `async+redis+rl+cluster://`, on redis-py's asyncio clients."""
+
+    STORAGE_SCHEME = ["async+redis+rl", "async+rediss+rl", "async+redis+rl+cluster"]
+
+    def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
+        self.settings = _Settings(uri, dict(options))
+        s = self.settings
+        client = s.client or connect_async(s.url, cluster=s.cluster, **s.connect_options)
+        self.limiter = AsyncRateLimiter(client, **s.limiter_options)
+        self.keys = _Keys(s)
+        super().__init__(uri, wrap_exceptions=wrap_exceptions)
+
+    @property
+    def shadow(self) -> Shadow:
+        return self.settings.shadow
+
+    @property
+    def base_exceptions(self) -> Union[type, Tuple[type, ...]]:
+        return redis.RedisError
+
+    async def _hit(self, limit: Limit, cost: int) -> bool:
+        return _spent(self.settings, await self.limiter.check(limit, cost), limit)
+
+    async def _peek(self, limit: Limit) -> Decision:
+        recent = self.settings.recent_failure()
+        return recent or _raised(self.settings, await self.limiter.check(limit, 1, "peek"))
+
+    async def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
+        if elastic_expiry:
+            raise NotImplementedError(ELASTIC_REFUSED)
+        limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
+        return _hit_count(self.settings, await self.limiter.check(limit, amount), limit)
+
+    async def get(self, key: str) -> int:
+        limit = self.keys.limit(self.settings.algorithm, key)
+        return _count(await self._peek(limit), limit)
+
+    async def get_expiry(self, key: str) -> float:
+        limit = self.keys.limit(self.settings.algorithm, key)
+        return _at(self.settings, await self._peek(limit), limit)
+
+    async def check(self) -> bool:
+        try:
+            return bool(await self.limiter.client.ping())
+        except Exception:
+            return False
+
+    async def reset(self) -> Optional[int]:
+        deleted = 0
+        async for name in self.limiter.client.scan_iter(match=f"{self.settings.prefix}:*", count=1000):
+            deleted += int(await self.limiter.client.delete(name))
+        return deleted
+
+    async def clear(self, key: str) -> None:
+        limits = [self.keys.limit(a, key) for a in _cleared(self.settings)]
+        _raised(self.settings, await self.limiter.check_all(limits, mode="reset"))
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return await self._hit(self.keys.limit("SLIDELOG", key, limit, expiry), amount)
+
+    async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        lim = self.keys.limit("SLIDELOG", key, limit, expiry)
+        decision = await self._peek(lim)
+        return _at(self.settings, decision, lim) - expiry, _count(decision, lim)
+
+    async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return await self._hit(self.keys.limit("SLIDECOUNT", key, limit, expiry), amount)
+
+    async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
+        lim = self.keys.limit("SLIDECOUNT", key, expiry=expiry)
+        return _sliding_window(await self._peek(lim), lim, expiry)
+
+    async def clear_sliding_window(self, key: str, expiry: int) -> None:
+        _raised(self.settings, await self.limiter.reset(self.keys.limit("SLIDECOUNT", key, expiry=expiry)))
+
+
+ELASTIC_REFUSED = (
+    "redis+rl: the fixed-window-elastic-expiry strategy extends the window on every hit, "
+    "denied ones included; redis-rl never counts a denied request. Use fixed-window "
+    "(with algorithm=slidecount, the default, or slidelog) or moving-window instead."
+)
+
+
+def _cleared(settings: _Settings) -> List[str]:
+    # `clear(key)` serves the fixed-window and the moving-window strategies.
+    return sorted({settings.algorithm, "SLIDELOG"})
+
+
+def _sliding_window(decision: Decision, limit: Limit, expiry: int) -> Tuple[int, float, int, float]:
+    """The four numbers the sliding-window-counter strategy reads, chosen so that
+    it derives the module's state: all of the count in the current window, the
+    previous one empty. The strategy takes the reset modulo the window, so a
+    module reset longer than the window is reported just under it."""
+    until = min(_until_s(decision, limit), expiry - 0.001)
+    return 0, 0.0, _count(decision, limit), until
