@@ -169,46 +169,23 @@ fn cases(prefix: &str) -> Vec<Case> {
         format!("{count}:{}", s / 60),
         format!("{count}:{}", s / 60 - 1),
     );
-    let line = |cmd: &str, key: &str, tail: &str| format!("{cmd} {key} 1 60 NOW {T0}{tail}");
     let leases = format!("{prefix}leases");
     let lease = |op: &str| format!("RL.CONCURRENCY {leases} 1 60 {op} NOW {T0}");
     vec![
-        Case {
-            name: "RL.FIXED",
-            keys: vec![fixed.clone(), fixed_counter.clone()],
-            written: vec![fixed_counter],
-            fill: line("RL.FIXED", &fixed, ""),
-            deny: line("RL.FIXED", &fixed, ""),
-            peek: line("RL.FIXED", &fixed, " PEEK"),
-            spend: line("RL.FIXED", &fixed, ""),
-        },
-        Case {
-            name: "RL.SLIDECOUNT",
-            keys: vec![count.clone(), cur.clone(), prev],
-            written: vec![cur],
-            fill: line("RL.SLIDECOUNT", &count, ""),
-            deny: line("RL.SLIDECOUNT", &count, ""),
-            peek: line("RL.SLIDECOUNT", &count, " PEEK"),
-            spend: line("RL.SLIDECOUNT", &count, ""),
-        },
-        Case {
-            name: "RL.GCRA",
-            keys: vec![gcra.clone()],
-            written: vec![gcra.clone()],
-            fill: line("RL.GCRA", &gcra, ""),
-            deny: line("RL.GCRA", &gcra, ""),
-            peek: line("RL.GCRA", &gcra, " PEEK"),
-            spend: line("RL.GCRA", &gcra, ""),
-        },
-        Case {
-            name: "RL.SLIDELOG",
-            keys: vec![log.clone()],
-            written: vec![log.clone()],
-            fill: line("RL.SLIDELOG", &log, ""),
-            deny: line("RL.SLIDELOG", &log, ""),
-            peek: line("RL.SLIDELOG", &log, " PEEK"),
-            spend: line("RL.SLIDELOG", &log, ""),
-        },
+        Case::limiter(
+            "RL.FIXED",
+            &fixed,
+            vec![fixed.clone(), fixed_counter.clone()],
+            vec![fixed_counter],
+        ),
+        Case::limiter(
+            "RL.SLIDECOUNT",
+            &count,
+            vec![count.clone(), cur.clone(), prev],
+            vec![cur],
+        ),
+        Case::limiter("RL.GCRA", &gcra, vec![gcra.clone()], vec![gcra.clone()]),
+        Case::limiter("RL.SLIDELOG", &log, vec![log.clone()], vec![log.clone()]),
         Case {
             name: "RL.CONCURRENCY",
             keys: vec![leases.clone()],
@@ -219,6 +196,22 @@ fn cases(prefix: &str) -> Vec<Case> {
             spend: lease("ACQUIRE a"),
         },
     ]
+}
+
+impl Case {
+    /// A limiter of limit 1 at T0: one call fills it, the same call is then denied.
+    fn limiter(name: &'static str, key: &str, keys: Vec<String>, written: Vec<String>) -> Case {
+        let call = format!("{name} {key} 1 60 NOW {T0}");
+        Case {
+            name,
+            keys,
+            written,
+            fill: call.clone(),
+            deny: call.clone(),
+            peek: format!("{call} PEEK"),
+            spend: call,
+        }
+    }
 }
 
 fn flush(server: &Server) {
@@ -407,19 +400,7 @@ impl AsmCluster {
         let buses: Vec<u16> = (0..count).map(|_| free_port()).collect();
         let nodes: Vec<Server> = buses
             .iter()
-            .map(|bus| {
-                let bus = bus.to_string();
-                Server::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "5000",
-                    "--cluster-port",
-                    &bus,
-                ])
-            })
+            .map(|&bus| common::cluster::node(bus, &[]))
             .collect();
         let (valkey, major) = server_kind(&mut nodes[0].conn());
         if !(valkey && major >= 9) {

@@ -13,8 +13,8 @@
 //! exact one, however long the run.
 
 use super::{
-    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
-    Stored, Verdict, Write, Writes, NO_WRITES,
+    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, Keys, Spec, Stored, Verdict, Write,
+    Writes, BASE_INTEGER, NO_WRITES,
 };
 use crate::args::Window;
 use crate::error::{Error, Result};
@@ -195,14 +195,7 @@ impl Algorithm for Gcra {
     }
 
     fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
-        [
-            Some(KeyUse {
-                name: KeyName::Base,
-                kind: KeyKind::Integer,
-                written: true,
-            }),
-            None,
-        ]
+        BASE_INTEGER
     }
 
     fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {

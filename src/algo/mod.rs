@@ -127,6 +127,16 @@ pub struct KeyUse {
 /// The keys of one limiter call: one or two.
 pub type Keys = [Option<KeyUse>; 2];
 
+/// One integer at the base key, which a spending call writes (a TAT).
+pub const BASE_INTEGER: Keys = [
+    Some(KeyUse {
+        name: KeyName::Base,
+        kind: KeyKind::Integer,
+        written: true,
+    }),
+    None,
+];
+
 /// What one key holds, as the engine read it.
 #[derive(Clone, Copy)]
 pub enum Stored<'a> {

@@ -13,8 +13,8 @@
 //! command refuses with an error before anything is written.
 
 use super::{
-    Algorithm, Decision, Ints, KeyKind, KeyName, KeyUse, Keys, Mode, Spec, Stored, Verdict, Write,
-    Writes, NO_WRITES,
+    Algorithm, Decision, Ints, Keys, Mode, Spec, Stored, Verdict, Write, Writes, BASE_INTEGER,
+    NO_WRITES,
 };
 use crate::args::{parse_now, parse_u64, set_once, Request, Window, MAX_AMOUNT, MAX_WINDOW_MS};
 use crate::error::{Error, Result};
@@ -131,14 +131,7 @@ impl Algorithm for Throttle {
     }
 
     fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
-        [
-            Some(KeyUse {
-                name: KeyName::Base,
-                kind: KeyKind::Integer,
-                written: true,
-            }),
-            None,
-        ]
+        BASE_INTEGER
     }
 
     /// The decision carries redis-cell's rounded seconds as milliseconds (whole

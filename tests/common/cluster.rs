@@ -53,6 +53,25 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hashed) % SLOTS
 }
 
+/// A cluster-enabled server with the module, its bus on `bus`: the default bus port
+/// (port + 10000) may not exist for a high port, so each node gets a free one.
+pub fn node(bus: u16, env: &[(&str, &str)]) -> Server {
+    let bus = bus.to_string();
+    Server::start_with_env(
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+            "--cluster-port",
+            &bus,
+        ],
+        env,
+    )
+}
+
 pub struct Cluster {
     pub nodes: Vec<Server>,
     /// `CLUSTER MYID` of each node, in the order of `nodes`.
@@ -66,26 +85,7 @@ impl Cluster {
     }
 
     pub fn start_with_env(env: &[(&str, &str)]) -> Cluster {
-        let nodes: Vec<Server> = (0..3)
-            .map(|_| {
-                // The default bus port (port + 10000) may not exist for a high port:
-                // give each node a free one of its own.
-                let bus = free_port().to_string();
-                Server::start_with_env(
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "5000",
-                        "--cluster-port",
-                        &bus,
-                    ],
-                    env,
-                )
-            })
-            .collect();
+        let nodes: Vec<Server> = (0..3).map(|_| node(free_port(), env)).collect();
         let addresses: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
