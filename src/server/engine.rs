@@ -374,7 +374,11 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         }
         Write::SetExpiring { value, ttl_ms, .. } => {
             let at = expiry(call, ttl_ms);
-            if integers() {
+            // A TTL under 1 ms (RL.THROTTLE truncates, as redis-cell does) gives an
+            // instant that is already now: some servers' SET … PXAT (Valkey 8) delete
+            // such a key at once, where it must live out its millisecond as redis-cell's
+            // does. The key API keeps it; it is gone within the millisecond either way.
+            if integers() && ttl_ms > 0 {
                 // SET stores the TAT as an integer, as the script's SET does.
                 slot.key = Key::closed();
                 run_set_pxat(ctx, name, to_i64(value), at)?;
