@@ -10,7 +10,7 @@ import { RedisStore as StockStore6 } from 'rate-limit-redis';
 import { RedisStore as StockStore4 } from 'rate-limit-redis-4';
 import { RedisRlStore } from 'redis-rl/express-rate-limit';
 import { ioredisClient } from './support/clients.js';
-import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -27,19 +27,8 @@ async function withoutConsoleError(fn) {
   }
 }
 
-let redis;
-let conn;
-before(async () => {
-  redis = await startServer();
-  conn = await ioredisClient(redis.port);
-});
-after(async () => {
-  await conn?.close();
-  await redis?.stop();
-});
-
-let ids = 0;
-const freshId = () => `user-${++ids}`;
+const shared = sharedServer();
+const freshId = shared.freshId;
 
 // An Express app: one rate-limited route that answers 200, or 500 on /fail.
 async function app(rateLimit, options) {
@@ -60,7 +49,7 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
   describe(`express-rate-limit ${version}`, () => {
     it('the limit holds exactly; RateLimit, X-RateLimit-*, Retry-After and the 429 come from the module\'s reply', async () => {
       const time = steppedTime(T);
-      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock });
+      const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock });
       const srv = await app(rateLimit, { windowMs: 10_000, limit: 3, standardHeaders: 'draft-7', legacyHeaders: true, store });
       const id = freshId();
       try {
@@ -92,7 +81,7 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
 
     it('get, resetKey and decrement (skipFailedRequests) reach the module', async () => {
       const time = steppedTime(T);
-      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock });
+      const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock });
       const a = express();
       const limiter = rateLimit({ keyGenerator: (req) => req.headers['x-id'], validate: false, windowMs: 60_000, limit: 2, skipFailedRequests: true, store });
       a.get('/fail', limiter, (req, res) => res.status(500).send('no'));
@@ -118,7 +107,7 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
 
     it('the boundary burst: the stock store admits 16, the module\'s sliding windows about half', async (t) => {
       const stock = await app(rateLimit, {
-        windowMs: BURST_WINDOW_MS, limit: 8, store: new StockStore({ sendCommand: (...args) => conn.client.call(...args), prefix: 'stock-erl:' }),
+        windowMs: BURST_WINDOW_MS, limit: 8, store: new StockStore({ sendCommand: (...args) => shared.conn.client.call(...args), prefix: 'stock-erl:' }),
       });
       const results = {};
       try {
@@ -132,7 +121,7 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
       }
       for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
         const time = steppedTime(T);
-        const ours = await app(rateLimit, { windowMs: BURST_WINDOW_MS, limit: 8, store: new RedisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
+        const ours = await app(rateLimit, { windowMs: BURST_WINDOW_MS, limit: 8, store: new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
         try {
           const own = freshId();
           results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(own)).status === 200);
@@ -155,7 +144,7 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
     it('shadow: a would-be denial passes, is reported and counted; the headers show the real state', async () => {
       const reported = [];
       const time = steppedTime(T);
-      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, shadow: true, clock: time.clock, onShadow: (d, info) => reported.push(info.keys) });
+      const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, shadow: true, clock: time.clock, onShadow: (d, info) => reported.push(info.keys) });
       const srv = await app(rateLimit, { windowMs: 10_000, limit: 2, standardHeaders: 'draft-7', store });
       const id = freshId();
       try {
@@ -224,8 +213,8 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
 }
 
 it('refused when built: a failure option (the policy is passOnStoreError), a limit per request', () => {
-  assert.throws(() => new RedisRlStore({ client: conn.client, timeout: SLOW_OK, failure: 'open' }), /passOnStoreError/);
-  assert.throws(() => new RedisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'leaky' }), /unknown algorithm/);
+  assert.throws(() => new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, failure: 'open' }), /passOnStoreError/);
+  assert.throws(() => new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'leaky' }), /unknown algorithm/);
   // express-rate-limit 7 calls init synchronously, so the app does not start.
-  assert.throws(() => rateLimit7({ limit: () => 5, store: new RedisRlStore({ client: conn.client }), validate: false }), /limit must be a number/);
+  assert.throws(() => rateLimit7({ limit: () => 5, store: new RedisRlStore({ client: shared.conn.client }), validate: false }), /limit must be a number/);
 });

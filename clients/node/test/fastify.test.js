@@ -7,24 +7,13 @@ import rateLimit11 from '@fastify/rate-limit';
 import rateLimit10 from 'fastify-rate-limit-10';
 import { redisRlStore } from 'redis-rl/fastify';
 import { ioredisClient } from './support/clients.js';
-import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
 
-let redis;
-let conn;
-before(async () => {
-  redis = await startServer();
-  conn = await ioredisClient(redis.port);
-});
-after(async () => {
-  await conn?.close();
-  await redis?.stop();
-});
-
-let ids = 0;
-const freshId = () => `user-${++ids}`;
+const shared = sharedServer();
+const freshId = shared.freshId;
 
 async function app(plugin, options, routes = (f) => f.get('/', async () => 'ok')) {
   const f = Fastify();
@@ -44,7 +33,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
   describe(`@fastify/rate-limit ${version}`, () => {
     it('the limit holds exactly; x-ratelimit-*, retry-after and the 429 come from the module\'s reply', async () => {
       const time = steppedTime(T);
-      const srv = await app(plugin, { max: 3, timeWindow: 10_000, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock }) });
+      const srv = await app(plugin, { max: 3, timeWindow: 10_000, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock }) });
       const id = freshId();
       try {
         const seen = [];
@@ -70,7 +59,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
 
     it('a route\'s own config gets a child store with its own key and limit', async () => {
       const time = steppedTime(T);
-      const srv = await app(plugin, { max: 5, timeWindow: 10_000, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock }) }, (f) => {
+      const srv = await app(plugin, { max: 5, timeWindow: 10_000, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock }) }, (f) => {
         f.get('/', async () => 'ok');
         // The same window as the global limit, so a shared key would show in the counts.
         f.get('/strict', { config: { rateLimit: { max: 1, timeWindow: '10 seconds' } } }, async () => 'ok');
@@ -91,17 +80,17 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
         [{ continueExceeding: true }, /'continueExceeding'/],
         [{ exponentialBackoff: true }, /'exponentialBackoff'/],
       ]) {
-        await assert.rejects(app(plugin, { max: 3, timeWindow: 1000, ...options, store: redisRlStore({ client: conn.client }) }), message);
+        await assert.rejects(app(plugin, { max: 3, timeWindow: 1000, ...options, store: redisRlStore({ client: shared.conn.client }) }), message);
       }
       // On a route too.
-      await assert.rejects(app(plugin, { max: 3, timeWindow: 1000, store: redisRlStore({ client: conn.client }) },
+      await assert.rejects(app(plugin, { max: 3, timeWindow: 1000, store: redisRlStore({ client: shared.conn.client }) },
         (f) => f.get('/x', { config: { rateLimit: { max: 1, timeWindow: 1000, ban: 0 } } }, async () => 'ok')), /'ban' on GET\/x/);
-      assert.throws(() => redisRlStore({ client: conn.client, timeout: SLOW_OK, failure: 'open' }), /skipOnError/);
+      assert.throws(() => redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, failure: 'open' }), /skipOnError/);
     });
 
     it('the boundary burst: the plugin\'s Redis store admits 16, the module\'s sliding windows about half', async (t) => {
       const results = {};
-      const stock = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, redis: conn.client, nameSpace: `stock-fastify-${version}-` });
+      const stock = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, redis: shared.conn.client, nameSpace: `stock-fastify-${version}-` });
       try {
         results.stock = await realTimeBurst(() => {
           const id = freshId();
@@ -112,7 +101,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       }
       for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
         const time = steppedTime(T);
-        const ours = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
+        const ours = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
         try {
           const id = freshId();
           results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(id)).status === 200);
@@ -126,7 +115,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
 
     it('shadow: a would-be denial passes, is reported and counted; the headers show the real state', async () => {
       const reported = [];
-      const Store = redisRlStore({ client: conn.client, timeout: SLOW_OK, shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+      const Store = redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
       const srv = await app(plugin, { max: 2, timeWindow: 10_000, store: Store });
       const id = freshId();
       try {
@@ -195,7 +184,7 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
 it('@fastify/rate-limit 11: { increment: false } reads the state without spending', async () => {
   const time = steppedTime(T);
   const f = Fastify();
-  await f.register(rateLimit11, { global: false, store: redisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock }) });
+  await f.register(rateLimit11, { global: false, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock }) });
   await f.ready();
   try {
     const check = f.createRateLimit({ max: 3, timeWindow: 10_000, keyGenerator: () => 'reader' });

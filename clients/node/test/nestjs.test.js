@@ -10,24 +10,13 @@ import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import { RedisRlThrottlerStorage, redisRlThrottlerGuard } from 'redis-rl/nestjs';
 import { ioredisClient, raw } from './support/clients.js';
-import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
 
-let redis;
-let conn;
-before(async () => {
-  redis = await startServer();
-  conn = await ioredisClient(redis.port);
-});
-after(async () => {
-  await conn?.close();
-  await redis?.stop();
-});
-
-let ids = 0;
-const freshId = () => `user-${++ids}`;
+const shared = sharedServer();
+const freshId = shared.freshId;
 
 // The app, written as the Nest docs write it, with the decorators applied by hand
 // (plain JavaScript has no decorator syntax).
@@ -60,7 +49,7 @@ async function app(throttlers, storage, guard = ThrottlerGuard) {
 describe('@nestjs/throttler 6', () => {
   it('the limit holds exactly; X-RateLimit-*, Retry-After and the 429 come from the module\'s reply', async () => {
     const time = steppedTime(T);
-    const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
+    const storage = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
     const srv = await app([{ ttl: 10_000, limit: 3 }], storage);
     const id = freshId();
     try {
@@ -87,7 +76,7 @@ describe('@nestjs/throttler 6', () => {
 
   it('named throttlers: each one limits, with its own suffixed headers', async () => {
     const time = steppedTime(T);
-    const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
+    const storage = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', clock: time.clock });
     const srv = await app([{ name: 'short', ttl: 1000, limit: 2 }, { name: 'long', ttl: 60_000, limit: 3 }], storage);
     const id = freshId();
     try {
@@ -111,7 +100,7 @@ describe('@nestjs/throttler 6', () => {
     const counts = {};
     for (const [name, guard] of [['stock guard', ThrottlerGuard], ['RedisRlThrottlerGuard', redisRlThrottlerGuard()]]) {
       const prefix = `rl:nest-${name.length}:`;
-      const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', prefix, clock: () => T });
+      const storage = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', algorithm: 'slidelog', prefix, clock: () => T });
       const srv = await app(throttlers, storage, guard);
       try {
         const seen = [];
@@ -121,8 +110,8 @@ describe('@nestjs/throttler 6', () => {
         }
         assert.deepEqual(seen.slice(0, 2), [[200, '9', null], [200, '8', null]], name);
         assert.deepEqual(seen.slice(2).map((x) => x[0]), [429, 429, 429], name);
-        const [, keys] = await raw(conn.client, 'SCAN', '0', 'MATCH', `${prefix}*`, 'COUNT', '1000');
-        counts[name] = (await Promise.all(keys.map((k) => raw(conn.client, 'ZCARD', k)))).sort();
+        const [, keys] = await raw(shared.conn.client, 'SCAN', '0', 'MATCH', `${prefix}*`, 'COUNT', '1000');
+        counts[name] = (await Promise.all(keys.map((k) => raw(shared.conn.client, 'ZCARD', k)))).sort();
       } finally {
         await srv.close();
       }
@@ -132,14 +121,14 @@ describe('@nestjs/throttler 6', () => {
   });
 
   it('a blockDuration other than the ttl is refused with a clear error, never silently ignored', async () => {
-    const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed' });
+    const storage = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed' });
     await assert.rejects(storage.increment('k', 1000, 2, 5000, 'default'), /blockDuration 5000 ms; redis-rl denies exactly until the module admits again/);
-    assert.throws(() => new RedisRlThrottlerStorage({ client: conn.client }), /choose a failure policy/);
+    assert.throws(() => new RedisRlThrottlerStorage({ client: shared.conn.client }), /choose a failure policy/);
   });
 
   it('the boundary burst: the stock Redis storage admits 16, the module\'s sliding windows about half', async (t) => {
     const results = {};
-    const stock = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new ThrottlerStorageRedisService(conn.client));
+    const stock = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new ThrottlerStorageRedisService(shared.conn.client));
     try {
       results.stock = await realTimeBurst(() => {
         const id = freshId();
@@ -150,7 +139,7 @@ describe('@nestjs/throttler 6', () => {
     }
     for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
       const time = steppedTime(T);
-      const ours = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', algorithm, clock: time.clock }));
+      const ours = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', algorithm, clock: time.clock }));
       try {
         const id = freshId();
         results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(id)).status === 200);
@@ -165,7 +154,7 @@ describe('@nestjs/throttler 6', () => {
   for (const [name, guard] of [['ThrottlerGuard', ThrottlerGuard], ['RedisRlThrottlerGuard', redisRlThrottlerGuard()]]) {
     it(`shadow (${name}): a would-be denial passes, is reported and counted; the headers show the real state`, async () => {
       const reported = [];
-      const storage = new RedisRlThrottlerStorage({ client: conn.client, timeout: SLOW_OK, failure: 'closed', shadow: true, clock: () => T, onShadow: () => reported.push(1) });
+      const storage = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', shadow: true, clock: () => T, onShadow: () => reported.push(1) });
       const srv = await app([{ ttl: 10_000, limit: 2 }], storage, guard);
       const id = freshId();
       try {

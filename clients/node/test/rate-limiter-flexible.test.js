@@ -10,24 +10,13 @@ import {
 } from 'rate-limiter-flexible';
 import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
 import { ioredisClient, raw } from './support/clients.js';
-import { SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
 
-let redis;
-let conn;
-before(async () => {
-  redis = await startServer();
-  conn = await ioredisClient(redis.port);
-});
-after(async () => {
-  await conn?.close();
-  await redis?.stop();
-});
-
-let ids = 0;
-const freshId = () => `user-${++ids}`;
+const shared = sharedServer();
+const freshId = shared.freshId;
 const settle = (p) => p.then((res) => ({ ok: true, res }), (res) => ({ ok: false, res }));
 
 // The middleware of the library's README ("Express middleware"), headers included.
@@ -59,7 +48,7 @@ async function app(limiter) {
 describe('rate-limiter-flexible', () => {
   it('the limit holds exactly; consume\'s RateLimiterRes and the app\'s 429 come from the module\'s reply', async () => {
     const time = steppedTime(T);
-    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 3, duration: 10, keyPrefix: 'api', algorithm: 'slidelog', clock: time.clock });
+    const limiter = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 3, duration: 10, keyPrefix: 'api', algorithm: 'slidelog', clock: time.clock });
     const srv = await app(limiter);
     const id = freshId();
     try {
@@ -77,14 +66,14 @@ describe('rate-limiter-flexible', () => {
       assert.equal((await srv.hit(id)).status, 200);
       assert.equal((await srv.hit(id)).status, 429);
       // The key is the library's keyPrefix:key, with the key as the cluster hash tag.
-      assert.equal(await raw(conn.client, 'ZCARD', `api:{${id}}`), 3);
+      assert.equal(await raw(shared.conn.client, 'ZCARD', `api:{${id}}`), 3);
     } finally {
       await srv.close();
     }
   });
 
   it('get, reward, penalty and delete', async () => {
-    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 60, keyPrefix: 'ops', clock: () => T });
+    const limiter = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 60, keyPrefix: 'ops', clock: () => T });
     const id = freshId();
     assert.equal(await limiter.get(id), null);
     await limiter.consume(id, 2);
@@ -100,8 +89,8 @@ describe('rate-limiter-flexible', () => {
 
   it('inside RateLimiterUnion, BurstyRateLimiter and RLWrapperBlackAndWhite', async () => {
     const time = steppedTime(T);
-    const perSecond = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 1, keyPrefix: 'sec', clock: time.clock });
-    const perMinute = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 3, duration: 60, keyPrefix: 'min', clock: time.clock });
+    const perSecond = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 2, duration: 1, keyPrefix: 'sec', clock: time.clock });
+    const perMinute = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 3, duration: 60, keyPrefix: 'min', clock: time.clock });
     const id = freshId();
 
     const union = new RateLimiterUnion(perSecond, perMinute);
@@ -111,8 +100,8 @@ describe('rate-limiter-flexible', () => {
     const u3 = await settle(union.consume(id));
     assert.deepEqual([u3.ok, Object.keys(u3.res)], [false, ['sec']]);
 
-    const burst = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'burst', clock: time.clock });
-    const bursty = new BurstyRateLimiter(new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 1, keyPrefix: 'base', clock: time.clock }), burst);
+    const burst = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'burst', clock: time.clock });
+    const bursty = new BurstyRateLimiter(new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 1, keyPrefix: 'base', clock: time.clock }), burst);
     const b = [];
     for (let i = 0; i < 3; i++) b.push((await settle(bursty.consume(id))).ok);
     assert.deepEqual(b, [true, true, false]);
@@ -126,8 +115,8 @@ describe('rate-limiter-flexible', () => {
 
   it('RateLimiterUnionRl: the limiters are one RL.ALL, where RateLimiterUnion spends the ones that admitted', async () => {
     const make = (prefix) => [
-      new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 10, duration: 1, keyPrefix: `${prefix}-sec`, clock: () => T }),
-      new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 60, keyPrefix: `${prefix}-min`, clock: () => T }),
+      new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 10, duration: 1, keyPrefix: `${prefix}-sec`, clock: () => T }),
+      new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 2, duration: 60, keyPrefix: `${prefix}-min`, clock: () => T }),
     ];
     const id = freshId();
     const [libSec, libMin] = make('lib');
@@ -151,21 +140,21 @@ describe('rate-limiter-flexible', () => {
       [{ execEvenly: true }, /'execEvenly'/], [{ customIncrTtlLuaScript: 'return 1' }, /loads no scripts/],
       [{ failure: 'open' }, /insuranceLimiter/], [{ duration: 0 }, /duration must be positive/],
     ]) {
-      assert.throws(() => new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
+      assert.throws(() => new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
     }
   });
 
   it('the boundary burst: RateLimiterRedis admits 16, the module\'s sliding windows about half', async (t) => {
     const results = {};
     const id = freshId();
-    const stock = new RateLimiterRedis({ storeClient: conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' });
+    const stock = new RateLimiterRedis({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' });
     results.stock = await realTimeBurst(() => {
       const own = freshId();
       return async () => (await settle(stock.consume(own))).ok;
     });
     for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
       const time = steppedTime(T);
-      const ours = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock: time.clock });
+      const ours = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock: time.clock });
       results[algorithm] = await boundaryBurst(time.at, async () => (await settle(ours.consume(id))).ok);
     }
     t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
@@ -174,7 +163,7 @@ describe('rate-limiter-flexible', () => {
 
   it('shadow: a would-be denial resolves, is reported and counted; the result shows the real state', async () => {
     const reported = [];
-    const limiter = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 2, duration: 10, keyPrefix: 'shadow', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+    const limiter = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 2, duration: 10, keyPrefix: 'shadow', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
     const id = freshId();
     const seen = [];
     for (let i = 0; i < 4; i++) {
@@ -186,8 +175,8 @@ describe('rate-limiter-flexible', () => {
     assert.deepEqual(reported, [[`shadow:{${id}}`], [`shadow:{${id}}`]]);
 
     // The atomic union: shadowed as a whole (its first limiter's setting), nothing spent.
-    const first = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'shadow-a', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
-    const second = new RateLimiterRedisRl({ storeClient: conn.client, timeout: SLOW_OK, points: 5, duration: 10, keyPrefix: 'shadow-b', clock: () => T });
+    const first = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 10, keyPrefix: 'shadow-a', shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });
+    const second = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 10, keyPrefix: 'shadow-b', clock: () => T });
     const union = new RateLimiterUnionRl(first, second);
     const u = [await settle(union.consume(id)), await settle(union.consume(id))];
     assert.deepEqual(u.map((r) => [r.ok, r.res['shadow-a'].remainingPoints]), [[true, 0], [true, 0]]);

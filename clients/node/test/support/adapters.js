@@ -1,6 +1,9 @@
 // What every adapter suite does the same way: the boundary burst on two clocks, a
 // restart under traffic, an HTTP server to fetch from.
 import { once } from 'node:events';
+import { after, before } from 'node:test';
+import { ioredisClient } from './clients.js';
+import { startServer } from './servers.js';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -112,3 +115,19 @@ export async function listen(server) {
 // The kit's 300 ms timeout is tested in failure.test.js; where a test counts decisions,
 // a machine shared by many builds must not turn a slow reply into a failure.
 export const SLOW_OK = 5000;
+
+// One server with the module and one ioredis connection for a whole test file, and
+// identities that never repeat within it.
+export function sharedServer() {
+  let ids = 0;
+  const shared = { freshId: () => `user-${++ids}` };
+  before(async () => {
+    shared.redis = await startServer();
+    shared.conn = await ioredisClient(shared.redis.port);
+  });
+  after(async () => {
+    await shared.conn?.close();
+    await shared.redis?.stop();
+  });
+  return shared;
+}
