@@ -274,20 +274,23 @@ fn writes_and_only_writes_mark_the_dataset_dirty() {
 /// Steps of the edge workload: each is followed by an AOF reload.
 const EDGE_STEPS: usize = 500;
 
+/// An AOF without fsync waits, and `DEBUG LOADAOF` to reload it.
+const AOF_WITH_DEBUG: &[&str] = &[
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "no",
+    "--enable-debug-command",
+    "yes",
+];
+
 /// A later trim repairs an earlier wrong one in the AOF as on a replica, so the AOF is
 /// reloaded (DEBUG LOADAOF) and compared with the dataset it replaced after every call,
 /// on a workload whose NOW lands on the edges (an entry exactly `window` old, a window
 /// boundary, a TAT): every limiter.
 #[test]
 fn aof_reload_matches_after_every_step() {
-    let s = Server::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "no",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let s = Server::start_with(AOF_WITH_DEBUG);
     let mut c = s.conn();
     let started = Instant::now();
     let mut compared = 0;
@@ -320,14 +323,7 @@ fn aof_reload_matches_after_every_step() {
 /// dataset is the one it replaced.
 #[test]
 fn lease_aof_reload_matches_after_every_step() {
-    let s = Server::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "no",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let s = Server::start_with(AOF_WITH_DEBUG);
     let mut c = s.conn();
     let mut compared = 0;
     let tally = common::leases::lease_workload(&mut c, 0xa0f_1ea5, 300, |c, step, line| {

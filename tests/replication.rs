@@ -34,6 +34,18 @@ fn pair(replica_has_module: bool, extra: &[&str]) -> (Server, Server) {
     (primary, replica)
 }
 
+/// A primary with the module and two linked replicas: one with it, one without.
+fn trio() -> (Server, Server, Server) {
+    let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = primary.port.to_string();
+    let replica_of = ["--replicaof", "127.0.0.1", port.as_str()];
+    let with = Server::start_with(&replica_of);
+    let without = Server::start_without_module(&replica_of);
+    wait_link(&primary, &with);
+    wait_link(&primary, &without);
+    (primary, with, without)
+}
+
 fn wait_replicas(c: &mut Connection, n: i64) {
     let acked: i64 = redis::cmd("WAIT").arg(n).arg(5000).query(c).expect("WAIT");
     assert_eq!(
@@ -238,13 +250,7 @@ const EDGE_STEPS: usize = 600;
 /// the module on the replica.
 #[test]
 fn replicas_match_the_primary_after_every_step() {
-    let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let port = primary.port.to_string();
-    let replica_of = ["--replicaof", "127.0.0.1", port.as_str()];
-    let with = Server::start_with(&replica_of);
-    let without = Server::start_without_module(&replica_of);
-    wait_link(&primary, &with);
-    wait_link(&primary, &without);
+    let (primary, with, without) = trio();
     let (mut r1, mut r2) = (with.conn(), without.conn());
     let mut p = primary.conn();
     let started = Instant::now();
@@ -280,13 +286,7 @@ fn replicas_match_the_primary_after_every_step() {
 /// stepped NOW, and 2,500 expired leases reclaimed in two calls.
 #[test]
 fn lease_replicas_match_the_primary_after_every_step() {
-    let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let port = primary.port.to_string();
-    let replica_of = ["--replicaof", "127.0.0.1", port.as_str()];
-    let with = Server::start_with(&replica_of);
-    let without = Server::start_without_module(&replica_of);
-    wait_link(&primary, &with);
-    wait_link(&primary, &without);
+    let (primary, with, without) = trio();
     let (mut r1, mut r2) = (with.conn(), without.conn());
     let mut p = primary.conn();
     let mut compared = 0;
