@@ -206,18 +206,16 @@ def _hit_count(settings: _Settings, decision: Decision, limit: Limit) -> int:
     return limit.limit - decision.remaining
 
 
-class RedisRLStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
-    """`limits` storage on redis-rl (sync): `redis+rl://`, `rediss+rl://`, `redis+rl+cluster://`."""
+class _OnRedisRL:
+    """What the sync and async storages share: the URI's settings, the kit's limiter
+    on a client made from them, the key names, the shadow switch."""
 
-    STORAGE_SCHEME = ["redis+rl", "rediss+rl", "redis+rl+cluster"]
-
-    def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
+    def _connect(self, uri: str, options: Dict[str, Any], connect_fn: Any, limiter_cls: Any) -> None:
         self.settings = _Settings(uri, dict(options))
         s = self.settings
-        client = s.client or connect(s.url, cluster=s.cluster, **s.connect_options)
-        self.limiter = RateLimiter(client, **s.limiter_options)
+        client = s.client or connect_fn(s.url, cluster=s.cluster, **s.connect_options)
+        self.limiter = limiter_cls(client, **s.limiter_options)
         self.keys = _Keys(s)
-        super().__init__(uri, wrap_exceptions=wrap_exceptions)
 
     @property
     def shadow(self) -> Shadow:
@@ -226,6 +224,16 @@ class RedisRLStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
     @property
     def base_exceptions(self) -> Union[type, Tuple[type, ...]]:
         return redis.RedisError
+
+
+class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCounterSupport):
+    """`limits` storage on redis-rl (sync): `redis+rl://`, `rediss+rl://`, `redis+rl+cluster://`."""
+
+    STORAGE_SCHEME = ["redis+rl", "rediss+rl", "redis+rl+cluster"]
+
+    def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
+        self._connect(uri, options, connect, RateLimiter)
+        super().__init__(uri, wrap_exceptions=wrap_exceptions)
 
     def _hit(self, limit: Limit, cost: int) -> bool:
         return _spent(self.settings, self.limiter.check(limit, cost), limit)
@@ -285,27 +293,17 @@ class RedisRLStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
         _raised(self.settings, self.limiter.reset(self.keys.limit("SLIDECOUNT", key, expiry=expiry)))
 
 
-class AsyncRedisRLStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport):
+class AsyncRedisRLStorage(
+    _OnRedisRL, AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport
+):
     """The `limits.aio` counterpart: `async+redis+rl://`, `async+rediss+rl://`,
     `async+redis+rl+cluster://`, on redis-py's asyncio clients."""
 
     STORAGE_SCHEME = ["async+redis+rl", "async+rediss+rl", "async+redis+rl+cluster"]
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
-        self.settings = _Settings(uri, dict(options))
-        s = self.settings
-        client = s.client or connect_async(s.url, cluster=s.cluster, **s.connect_options)
-        self.limiter = AsyncRateLimiter(client, **s.limiter_options)
-        self.keys = _Keys(s)
+        self._connect(uri, options, connect_async, AsyncRateLimiter)
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
-
-    @property
-    def shadow(self) -> Shadow:
-        return self.settings.shadow
-
-    @property
-    def base_exceptions(self) -> Union[type, Tuple[type, ...]]:
-        return redis.RedisError
 
     async def _hit(self, limit: Limit, cost: int) -> bool:
         return _spent(self.settings, await self.limiter.check(limit, cost), limit)
