@@ -1,5 +1,6 @@
 // What every adapter suite does the same way: the boundary burst on two clocks, a
 // restart under traffic, an HTTP server to fetch from.
+import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, before } from 'node:test';
 import { ioredisClient } from './clients.js';
@@ -130,4 +131,14 @@ export function sharedServer() {
     await shared.redis?.stop();
   });
   return shared;
+}
+
+// What a restart under traffic (restartUnderTraffic) must show: exactly the limit
+// admitted across it, the rest denied, the traffic really met the down server, and no
+// NOSCRIPT among the reported errors.
+export function assertNothingLost(counts, errors, limit) {
+  assert.equal(counts.admitted, limit, JSON.stringify(counts));
+  assert.ok(counts.denied > 10, JSON.stringify(counts));
+  assert.ok(counts.failure > 0, `the traffic met the restart: ${JSON.stringify(counts)}`);
+  assert.ok(errors.every((m) => !/NOSCRIPT/.test(m)));
 }
