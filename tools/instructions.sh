@@ -20,7 +20,8 @@
 #
 # "floor" is benches/floor/floor.c, built here with gcc against redismodule.h: each
 # limiter's effects (derived key name, ACL check, key read and in-place write, TTL,
-# replication, keyspace events, reply) with the module API and nothing else. Every
+# replication, keyspace events, reply) with the module API and nothing else, storing
+# raw strings, or integers through RM_Call as redis-rl's default does. Every
 # limiter runs admitted (limit 100 over 5,000 identities) and denied (limit 1, or
 # BURST 1: the same load run once before counting, so every identity is spent), as
 # redis-rl, as the floor and as its Lua script; and CL.THROTTLE (redis-cell, when
@@ -107,7 +108,11 @@ profile() {
   # The floor module is loaded by every server of the floor section, so that all of
   # them run with the same modules; redis-cell only where it is measured.
   local modules=(--loadmodule "$module")
-  case "$sections" in *" floor "*) modules+=(--loadmodule "$floor") ;; esac
+  # FLOOR_INT=1: the floor stores integers, as redis-rl's default does.
+  case "$sections" in
+    *" floor "*) modules+=(--loadmodule "$floor")
+      [ "${FLOOR_INT:-}" = 1 ] && modules+=(integer-values) ;;
+  esac
   # RAW=1: the module's counters and TATs as raw strings (rl.integer-values no).
   [ "${RAW:-}" = 1 ] && modules+=(--rl.integer-values no)
   [ "${CELL:-}" = 1 ] && modules+=(--loadmodule "$cell")
@@ -227,6 +232,10 @@ if [[ "$sections" == *" floor "* ]]; then
     fi
     profile "${c}_floor" standalone - "FLOOR.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
     WARM=1 profile "${c}_floor_denied" standalone - "FLOOR.$C" '{__rand_int__}:rl' "${deny[@]}" NOW "$now_us"
+    if [ "$c" != slidelog ]; then
+      FLOOR_INT=1 profile "${c}_floor_int" standalone - "FLOOR.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+      FLOOR_INT=1 WARM=1 profile "${c}_floor_int_denied" standalone - "FLOOR.$C" '{__rand_int__}:rl' "${deny[@]}" NOW "$now_us"
+    fi
     lua_profile "${c}_lua" 100
     WARM=1 lua_profile "${c}_lua_denied" 1
   done
@@ -240,27 +249,33 @@ if [[ "$sections" == *" floor "* ]]; then
   echo "Admitted: limit 100, 5,000 identities; denied: limit 1 (RL.GCRA: 1 per hour), every"
   echo "identity spent before counting."
   echo
-  echo "redis-rl stores counters and TATs as integers (rl.integer-values yes, the default)"
-  echo "or as raw strings (no), which is what the floor does; SLIDELOG has no such values."
+  echo "redis-rl stores counters and TATs as integers (rl.integer-values yes, the default),"
+  echo "which only Redis's own INCRBY and SET can make (RM_Call), or as raw strings (no),"
+  echo "which the key API writes in place. Each is set against the floor that stores"
+  echo "values the same way; SLIDELOG has no such values."
   echo
-  echo "| path | redis-rl | ÷ INCR | floor | redis-rl ÷ floor | integer-values no | ÷ floor | Lua script | Lua ÷ redis-rl |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| path | redis-rl | floor, integer values | ÷ floor | integer-values no | floor, raw | ÷ floor | redis-rl ÷ INCR | Lua script | Lua ÷ redis-rl |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   incr_s=$(total "$work/incr_standalone.out")
-  echo "| INCR | $incr_s | 1 |  |  |  |  |  |  |"
+  echo "| INCR | $incr_s |  |  |  |  |  | 1 |  |  |"
   for c in fixed slidecount gcra slidelog; do
     C=$(echo "$c" | tr a-z A-Z)
     for path in admitted denied; do
-      suffix=_standalone raw_run=${c}_raw floor_run=${c}_floor lua_run=${c}_lua
+      run=${c}_standalone raw_run=${c}_raw floor_run=${c}_floor int_run=${c}_floor_int lua_run=${c}_lua
       if [ "$path" = denied ]; then
-        suffix=_denied raw_run=${c}_raw_denied floor_run=${c}_floor_denied lua_run=${c}_lua_denied
+        run=${c}_denied raw_run=${c}_raw_denied floor_run=${c}_floor_denied
+        int_run=${c}_floor_int_denied lua_run=${c}_lua_denied
       fi
+      # SLIDELOG stores no integer: its one floor is the floor of both modes.
+      [ -f "$work/$int_run.calls" ] || int_run=$floor_run
       raw=0
       [ -f "$work/$raw_run.calls" ] && raw=$(total "$work/$raw_run.out")
-      awk -v n="RL.$C $path" -v r="$(total "$work/$c$suffix.out")" -v i="$incr_s" -v w="$raw" \
-        -v f="$(total "$work/$floor_run.out")" -v l="$(total "$work/$lua_run.out")" \
+      awk -v n="RL.$C $path" -v r="$(total "$work/$run.out")" -v i="$incr_s" -v w="$raw" \
+        -v f="$(total "$work/$floor_run.out")" -v fi="$(total "$work/$int_run.out")" \
+        -v l="$(total "$work/$lua_run.out")" \
         'BEGIN {
-          raw = w > 0 ? sprintf("%d | **%.2f**", w, w/f) : " | "
-          printf "| %s | %d | %.2f | %d | **%.2f** | %s | %d | %.2f |\n", n, r, r/i, f, r/f, raw, l, l/r
+          raw = w > 0 ? sprintf("%d | %d | **%.2f**", w, f, w/f) : "same |  | "
+          printf "| %s | %d | %d | **%.2f** | %s | %.2f | %d | %.2f |\n", n, r, fi, r/fi, raw, r/i, l, l/r
         }'
     done
   done

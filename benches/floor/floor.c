@@ -14,6 +14,12 @@
  *     (WATCH, client tracking) for the keys actually written;
  *   - four integers in the reply.
  *
+ * Loaded with the argument `integer-values`, counters and TATs are stored as the
+ * scripts' INCR and SET store them (an integer, shared below 10,000), which the key
+ * API cannot do: the key is closed and Redis's own INCRBY, PEXPIREAT and SET ... PXAT
+ * run through RedisModule_Call with "!", which replicate, announce and signal
+ * themselves. That is redis-rl's default (rl.integer-values yes), at its floor.
+ *
  * Arguments: FLOOR.<ALGO> <key> <limit> <window s> NOW <µs> [BURST <n>] (BURST: GCRA).
  * Only a benchmark reference (`make instructions`); it checks little else. */
 #define REDISMODULE_MAIN
@@ -25,6 +31,7 @@
 #include <time.h>
 
 static RedisModuleString *ONE, *NEGINF, *PXAT;
+static int integers;
 
 static long long wall_ms(void) {
     struct timespec ts;
@@ -156,9 +163,30 @@ static int digits(long long n) {
     return u2s((unsigned long long)n, buf);
 }
 
-/* INCRBY <by> on an open counter holding `value` (a window counter's spend). */
-static int incrby(RedisModuleCtx *ctx, RedisModuleKey *k, RedisModuleString *name,
+/* Runs a core command through RM_Call, replicated ("!"); 0 on an error reply. */
+static int run(RedisModuleCtx *ctx, RedisModuleCallReply *r) {
+    int ok = r && RedisModule_CallReplyType(r) != REDISMODULE_REPLY_ERROR;
+    if (r) RedisModule_FreeCallReply(r);
+    return ok;
+}
+
+/* INCRBY <by> on an open counter holding `value` (a window counter's spend). With
+ * integer values the key is closed here (*kp = NULL): Redis's INCRBY writes it. */
+static int incrby(RedisModuleCtx *ctx, RedisModuleKey **kp, RedisModuleString *name,
                   long long value, int created, long long ttl_ms) {
+    if (integers) {
+        RedisModule_CloseKey(*kp);
+        *kp = NULL;
+        if (!run(ctx, RedisModule_Call(ctx, "INCRBY", "!ss", name, ONE))) return 0;
+        if (created) {
+            RedisModuleString *at = RedisModule_CreateStringFromLongLong(ctx, wall_ms() + ttl_ms);
+            int ok = run(ctx, RedisModule_Call(ctx, "PEXPIREAT", "!ss", name, at));
+            RedisModule_FreeString(ctx, at);
+            return ok;
+        }
+        return 1;
+    }
+    RedisModuleKey *k = *kp;
     if (!write_int(k, value + 1, created ? 0 : (size_t)digits(value))) return 0;
     RedisModule_Replicate(ctx, "INCRBY", "ss", name, ONE);
     RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_STRING, "incrby", name);
@@ -195,7 +223,7 @@ static int FixedCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     long long until_next_ms = (start + a.window_us - a.now + 999) / 1000;
     if (allowed) {
         int created = RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_EMPTY;
-        incrby(ctx, k, name, count, created, 2 * a.window_us / 1000);
+        incrby(ctx, &k, name, count, created, 2 * a.window_us / 1000);
         count++;
     }
     RedisModule_CloseKey(k);
@@ -235,7 +263,7 @@ static int SlideCountCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     int allowed = est + 1 <= a.limit;
     if (allowed) {
         int created = RedisModule_KeyType(kc) == REDISMODULE_KEYTYPE_EMPTY;
-        incrby(ctx, kc, cur, c, created, 2 * a.window_us / 1000);
+        incrby(ctx, &kc, cur, c, created, 2 * a.window_us / 1000);
         est++;
     }
     RedisModule_CloseKey(kc);
@@ -261,7 +289,13 @@ static int GcraCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (tat < a.now) tat = a.now;
     long long new_tat = tat + interval;
     int allowed = new_tat - a.now <= tolerance;
-    if (allowed) {
+    if (allowed && integers) {
+        long long at = wall_ms() + (new_tat - a.now + 999) / 1000;
+        RedisModule_CloseKey(k);
+        k = NULL;
+        run(ctx, RedisModule_Call(ctx, "SET", "!slsl", name, new_tat, PXAT, at));
+        tat = new_tat;
+    } else if (allowed) {
         long long at = wall_ms() + (new_tat - a.now + 999) / 1000;
         RedisModuleString *value = RedisModule_CreateStringFromLongLong(ctx, new_tat);
         size_t len, have;
@@ -377,10 +411,13 @@ static int SlideLogCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 }
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    (void)argv;
-    (void)argc;
     if (RedisModule_Init(ctx, "floor", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
+    for (int i = 0; i < argc; i++) {
+        size_t len;
+        const char *arg = RedisModule_StringPtrLen(argv[i], &len);
+        if (len == 14 && memcmp(arg, "integer-values", 14) == 0) integers = 1;
+    }
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     ONE = RedisModule_CreateString(NULL, "1", 1);
     NEGINF = RedisModule_CreateString(NULL, "-inf", 4);

@@ -41,8 +41,23 @@ impl Rate {
         div_ceil(j * self.w(), self.l())
     }
 
+    /// The emission interval when it is a whole number of µs (100 per minute, 1 per
+    /// hour: nearly every real rate). Then the lattice is just its multiples, and
+    /// every step is this one number: no divisions.
+    fn whole_interval(self) -> Option<u128> {
+        let (w, l) = (self.window.us(), self.limit.max(1));
+        (w % l == 0).then(|| u128::from(w / l))
+    }
+
     /// The time `units` emission intervals after `from`, along the lattice.
     pub fn advance(self, from: u64, units: u64) -> u128 {
+        match self.whole_interval() {
+            Some(interval) => u128::from(from) + u128::from(units) * interval,
+            None => self.advance_on_lattice(from, units),
+        }
+    }
+
+    fn advance_on_lattice(self, from: u64, units: u64) -> u128 {
         let j = div(u128::from(from) * self.l(), self.w());
         u128::from(from) + self.lattice(j + u128::from(units)) - self.lattice(j)
     }
@@ -87,7 +102,7 @@ pub fn decide(tat: Option<u64>, rate: Rate, cost: u64, now: u64) -> (Decision, O
     let ahead = tat_after - u128::from(now);
     let decision = Decision {
         allowed,
-        remaining: remaining(rate, tat_after, now),
+        remaining: remaining(rate, tolerance, tat_after, now),
         retry_after_ms: if allowed {
             0
         } else if cost > rate.burst {
@@ -108,8 +123,7 @@ pub fn decide(tat: Option<u64>, rate: Rate, cost: u64, now: u64) -> (Decision, O
 }
 
 /// The most units one request could still spend right now.
-fn remaining(rate: Rate, tat: u128, now: u64) -> u64 {
-    let tolerance = rate.tolerance();
+fn remaining(rate: Rate, tolerance: u128, tat: u128, now: u64) -> u64 {
     let ahead = tat.saturating_sub(u128::from(now));
     if ahead > tolerance {
         return 0;
@@ -117,12 +131,23 @@ fn remaining(rate: Rate, tat: u128, now: u64) -> u64 {
     let Ok(base) = u64::try_from(tat.max(u128::from(now))) else {
         return 0;
     };
-    // advance(k) is within 1 µs of k intervals, so the answer lies within 1 µs's
-    // worth of units of (tolerance - ahead) / interval; bisection over that narrow
-    // range (the whole burst, if the rate is extreme) takes a step or two.
-    let fits = |k: u64| rate.advance(base, k) - u128::from(now) <= tolerance;
-    let units = |us: u128| u64::try_from(div(us * rate.l(), rate.w())).unwrap_or(u64::MAX);
     let room = tolerance - ahead;
+    match rate.whole_interval() {
+        // Each unit is exactly one interval: as many as fit in the room.
+        Some(interval) => {
+            u64::try_from(div(room, interval)).map_or(rate.burst, |k| k.min(rate.burst))
+        }
+        None => remaining_on_lattice(rate, base, now, room),
+    }
+}
+
+fn remaining_on_lattice(rate: Rate, base: u64, now: u64, room: u128) -> u64 {
+    let tolerance = rate.tolerance();
+    // advance(k) is within 1 µs of k intervals, so the answer lies within 1 µs's
+    // worth of units of room / interval; bisection over that narrow range (the
+    // whole burst, if the rate is extreme) takes a step or two.
+    let fits = |k: u64| rate.advance_on_lattice(base, k) - u128::from(now) <= tolerance;
+    let units = |us: u128| u64::try_from(div(us * rate.l(), rate.w())).unwrap_or(u64::MAX);
     let mut low = units(room.saturating_sub(1)).min(rate.burst);
     let mut high = units(room + 1).min(rate.burst);
     if !fits(low) {
@@ -393,6 +418,47 @@ mod tests {
         let r = rate(10, "1", 10);
         assert_eq!(r.advance(T0 + 5, 3), (T0 + 5 + 300_000) as u128);
         assert_eq!(r.tolerance(), 1_000_000);
+    }
+
+    /// A whole interval skips the lattice's divisions; it must land on the very
+    /// points the lattice gives, and count the same remaining units.
+    #[test]
+    fn whole_intervals_take_the_lattice_points() {
+        let mut rng = StdRng::seed_from_u64(19);
+        let mut checked = 0;
+        for _ in 0..50_000 {
+            let limit = [1, 2, 3, 7, 10, 60, 64, 100, 1000, 1024][rng.gen_range(0..10)];
+            let window = format!("{}ms", rng.gen_range(1..100_000));
+            let r = rate(limit, &window, rng.gen_range(1..50));
+            let Some(interval) = r.whole_interval() else {
+                continue;
+            };
+            checked += 1;
+            let from = T0 + rng.gen_range(0..10_000_000);
+            let units = rng.gen_range(0..60);
+            let lattice = r.advance_on_lattice(from, units);
+            assert_eq!(r.advance(from, units), lattice, "{r:?}");
+            // Any instant, and the ones a µs either side of a unit's boundary.
+            let step = u64::try_from(interval).unwrap_or(u64::MAX);
+            let k = rng.gen_range(0..=r.burst);
+            let edge = from.saturating_sub(k.saturating_mul(step));
+            for now in [
+                from - rng.gen_range(0..=from - T0),
+                edge,
+                edge + 1,
+                edge - 1,
+            ] {
+                let Some(ahead) = from.checked_sub(now).map(u128::from) else {
+                    continue;
+                };
+                if let Some(room) = r.tolerance().checked_sub(ahead) {
+                    let lattice = remaining_on_lattice(r, from, now, room);
+                    let got = remaining(r, r.tolerance(), u128::from(from), now);
+                    assert_eq!(got, lattice, "{r:?} {interval} {from} {now}");
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
     }
 
     #[test]

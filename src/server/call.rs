@@ -24,9 +24,10 @@ pub struct Call<'a> {
     pub ctx: Ctx,
     name: &'static str,
     argv: &'a [RString],
-    /// The server's wall clock, read once for the whole command: every decision and
-    /// every expiry instant of this call derives from this one reading.
-    pub server_now_us: u64,
+    /// The server's wall clock, read at most once for the whole command: every
+    /// decision and every expiry instant of this call derives from this one reading.
+    /// A call that names its NOW and writes nothing (a denial) never reads it.
+    clock: OnceCell<u64>,
     flags: OnceCell<u32>,
     caller: OnceCell<Caller>,
 }
@@ -80,8 +81,12 @@ impl Call<'_> {
             .unwrap_or(std::ptr::null_mut())
     }
 
+    pub fn server_now_us(&self) -> u64 {
+        *self.clock.get_or_init(wall_clock_us)
+    }
+
     pub fn server_now_ms(&self) -> i64 {
-        i64::try_from(self.server_now_us / 1000).unwrap_or(i64::MAX)
+        i64::try_from(self.server_now_us() / 1000).unwrap_or(i64::MAX)
     }
 
     /// The context flags, read once per call: Redis computes them all (memory state
@@ -149,7 +154,7 @@ pub fn run(ctx: Ctx, argv: *mut RString, argc: c_int, command: &'static Command)
             ctx,
             name,
             argv,
-            server_now_us: wall_clock_us(),
+            clock: OnceCell::new(),
             flags: OnceCell::new(),
             caller: OnceCell::new(),
         };

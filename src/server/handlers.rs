@@ -28,7 +28,7 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
         // Positions in `args` start after the key.
         member: r.member.map(|at| call.arg(at + 2)),
     };
-    let now = r.now.unwrap_or(call.server_now_us);
+    let now = r.now.unwrap_or_else(|| call.server_now_us());
     let decision = engine::single(call, limit, now, r.mode)?;
     Ok(Reply::Ints(
         decision.allowed,
@@ -53,7 +53,7 @@ pub fn all(call: &Call, _command: &'static Command) -> Result<Reply> {
             member: lease.filter(|_| l.algorithm.uses_member()),
         })
         .collect();
-    let now = r.now.unwrap_or(call.server_now_us);
+    let now = r.now.unwrap_or_else(|| call.server_now_us());
     let (total, each) = engine::all(call, &limits, now, r.mode)?;
     Ok(Reply::All(total, each))
 }
@@ -106,7 +106,7 @@ pub fn pseudonym(call: &Call, _command: &'static Command) -> Result<Reply> {
             ));
         }
     }
-    let now = now.unwrap_or(call.server_now_us);
+    let now = now.unwrap_or_else(|| call.server_now_us());
     let name = with_secret(|secret| pseudonym::pseudonym(secret, identity, scope, prefix6, now))?;
     Ok(Reply::Bulk(name))
 }
