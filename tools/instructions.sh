@@ -28,8 +28,8 @@
 # ../shared/anchors/redis-cell/libredis_cell.so or RL_CELL is there) against RL.GCRA.
 #
 # RL_INSTRUCTIONS_CALLS changes the number of calls, RL_INSTRUCTIONS_DIR keeps the
-# callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor" and/or "cluster"
-# (both by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
+# callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor", "filter" and/or
+# "cluster" (all three by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
 # redis-benchmark.
 set -euo pipefail
 
@@ -46,7 +46,7 @@ for tool in valgrind callgrind_annotate callgrind_control redis-cli redis-benchm
   command -v "$tool" >/dev/null || { echo "instructions: $tool is not installed" >&2; exit 2; }
 done
 [ -f "$module" ] || { echo "instructions: build the module first (make build)" >&2; exit 2; }
-sections=" ${RL_INSTRUCTIONS_SECTIONS:-floor cluster} "
+sections=" ${RL_INSTRUCTIONS_SECTIONS:-floor filter cluster} "
 
 # The floor module, built against the module API header: the redis-module crate's
 # (cargo fetched it for the build), else the one in a server source tarball.
@@ -74,7 +74,7 @@ if [ ! -f "$cell" ] && [ -z "${RL_CELL:-}" ]; then
   cell="${common%/.git}/../shared/anchors/redis-cell/libredis_cell.so"
 fi
 [ -f "$cell" ] || cell=
-case "$sections" in *" floor "*) build_floor ;; esac
+case "$sections" in *" floor "*|*" filter "*) build_floor ;; esac
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -105,13 +105,15 @@ profile() {
   if [ "$mode" = cluster ]; then
     extra=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-port "$(port)")
   fi
-  # The floor module is loaded by every server of the floor section, so that all of
-  # them run with the same modules; redis-cell only where it is measured.
+  # The floor module is loaded by every server of the floor and filter sections, so
+  # that all of them run with the same modules; redis-cell only where it is measured.
   local modules=(--loadmodule "$module")
   # FLOOR_INT=1: the floor stores integers, as redis-rl's default does.
+  # FLOOR_FILTER=1: the command filter an ACL cache would need (section "filter").
   case "$sections" in
-    *" floor "*) modules+=(--loadmodule "$floor")
-      [ "${FLOOR_INT:-}" = 1 ] && modules+=(integer-values) ;;
+    *" floor "*|*" filter "*) modules+=(--loadmodule "$floor")
+      [ "${FLOOR_INT:-}" = 1 ] && modules+=(integer-values)
+      [ "${FLOOR_FILTER:-}" = 1 ] && modules+=(acl-filter) ;;
   esac
   # RAW=1: the module's counters and TATs as raw strings (rl.integer-values no).
   [ "${RAW:-}" = 1 ] && modules+=(--rl.integer-values no)
@@ -290,6 +292,21 @@ if [[ "$sections" == *" floor "* ]]; then
         'BEGIN {printf "| %s | %d | %d | %.2f |\n", n, c, r, c/r}'
     done
   fi
+  echo
+fi
+
+if [[ "$sections" == *" filter "* ]]; then
+  # What caching the derived keys' ACL check would cost every other command: the
+  # cache needs to see every ACL, AUTH, HELLO and RESET, and only a command filter
+  # sees them all (transactions, scripts and RM_Call included).
+  profile incr_plain standalone - INCR '{__rand_int__}:k'
+  FLOOR_FILTER=1 profile incr_filtered standalone - INCR '{__rand_int__}:k'
+  echo "A command filter that only reads each command's name, on every command:"
+  echo
+  echo "| command | without | with the filter | difference |"
+  echo "|---|---:|---:|---:|"
+  awk -v a="$(total "$work/incr_plain.out")" -v b="$(total "$work/incr_filtered.out")" \
+    'BEGIN {printf "| INCR | %d | %d | +%d (+%.1f %%) |\n", a, b, b - a, 100 * (b - a) / a}'
   echo
 fi
 

@@ -20,6 +20,10 @@
  * run through RedisModule_Call with "!", which replicate, announce and signal
  * themselves. That is redis-rl's default (rl.integer-values yes), at its floor.
  *
+ * Loaded with `acl-filter`, it also registers the command filter an ACL cache would
+ * need (every command's name looked at, a generation bumped on ACL, AUTH, HELLO and
+ * RESET), so that `make instructions` can show what that costs every other command.
+ *
  * Arguments: FLOOR.<ALGO> <key> <limit> <window s> NOW <µs> [BURST <n>] (BURST: GCRA).
  * Only a benchmark reference (`make instructions`); it checks little else. */
 #define REDISMODULE_MAIN
@@ -410,6 +414,19 @@ static int SlideLogCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     return REDISMODULE_OK;
 }
 
+/* What a user cache's invalidation would have to see: any command that can change
+ * a user's permissions or a client's user. */
+static unsigned long long acl_generation;
+
+static void AclFilter(RedisModuleCommandFilterCtx *f) {
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(f, 0), &len);
+    if ((len == 3 && strncasecmp(name, "ACL", 3) == 0) ||
+        (len == 4 && strncasecmp(name, "AUTH", 4) == 0) ||
+        (len == 5 && (strncasecmp(name, "HELLO", 5) == 0 || strncasecmp(name, "RESET", 5) == 0)))
+        acl_generation++;
+}
+
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_Init(ctx, "floor", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
@@ -417,6 +434,9 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         size_t len;
         const char *arg = RedisModule_StringPtrLen(argv[i], &len);
         if (len == 14 && memcmp(arg, "integer-values", 14) == 0) integers = 1;
+        if (len == 10 && memcmp(arg, "acl-filter", 10) == 0 &&
+            !RedisModule_RegisterCommandFilter(ctx, AclFilter, 0))
+            return REDISMODULE_ERR;
     }
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     ONE = RedisModule_CreateString(NULL, "1", 1);
