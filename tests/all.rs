@@ -467,8 +467,11 @@ fn rl_all_matches_peek_then_spend_with_single_commands() {
                     sa.expires_at > 0 && sb.expires_at > 0,
                     "{ctx}: {name} without TTL: {sa:?} {sb:?}"
                 );
+                // The two sides read the wall clock microseconds apart, unless this
+                // shared machine preempts the script between them: 250 ms allows for
+                // that and is still a quarter of the shortest window.
                 assert!(
-                    (sa.expires_at - sb.expires_at).abs() <= 20,
+                    (sa.expires_at - sb.expires_at).abs() <= 250,
                     "{ctx}: {name} expires at {} vs {}",
                     sa.expires_at,
                     sb.expires_at

@@ -397,11 +397,8 @@ struct AsmCluster {
 impl AsmCluster {
     fn start(primaries: usize, replica_of: &[usize]) -> Option<AsmCluster> {
         let count = primaries + replica_of.len();
-        let buses: Vec<u16> = (0..count).map(|_| free_port()).collect();
-        let nodes: Vec<Server> = buses
-            .iter()
-            .map(|&bus| common::cluster::node(bus, &[]))
-            .collect();
+        let nodes: Vec<Server> = (0..count).map(|_| common::cluster::node(&[])).collect();
+        let buses: Vec<u16> = nodes.iter().map(common::cluster::bus_port).collect();
         let (valkey, major) = server_kind(&mut nodes[0].conn());
         if !(valkey && major >= 9) {
             return None;

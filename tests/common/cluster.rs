@@ -53,23 +53,39 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hashed) % SLOTS
 }
 
-/// A cluster-enabled server with the module, its bus on `bus`: the default bus port
-/// (port + 10000) may not exist for a high port, so each node gets a free one.
-pub fn node(bus: u16, env: &[(&str, &str)]) -> Server {
-    let bus = bus.to_string();
-    Server::start_with_env(
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            "5000",
-            "--cluster-port",
-            &bus,
-        ],
+/// A cluster-enabled server with the module. The default bus port (port + 10000) may
+/// not exist for a high port, so each node gets a free one, chosen again with the
+/// client port when a start fails (either may be taken between choosing and binding).
+pub fn node(env: &[(&str, &str)]) -> Server {
+    Server::start_with_fresh(
+        || {
+            [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "5000",
+                "--cluster-port",
+                &free_port().to_string(),
+            ]
+            .map(String::from)
+            .to_vec()
+        },
         env,
     )
+}
+
+/// The bus port a node was started with.
+pub fn bus_port(node: &Server) -> u16 {
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("cluster-port")
+        .query(&mut node.conn())
+        .expect("CONFIG GET cluster-port");
+    got.get(1)
+        .and_then(|p| p.parse().ok())
+        .expect("a cluster port")
 }
 
 pub struct Cluster {
@@ -85,7 +101,7 @@ impl Cluster {
     }
 
     pub fn start_with_env(env: &[(&str, &str)]) -> Cluster {
-        let nodes: Vec<Server> = (0..3).map(|_| node(free_port(), env)).collect();
+        let nodes: Vec<Server> = (0..3).map(|_| node(env)).collect();
         let addresses: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))

@@ -124,9 +124,25 @@ impl Server {
     }
 
     fn launch_full(extra: &[&str], with_module: bool, env: &[(&str, &str)]) -> Server {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Server::launch_each(|| extra.clone(), with_module, env)
+    }
+
+    /// A server with the module whose extra configuration is made afresh for each
+    /// attempt (a cluster node's bus port, chosen free like the client port).
+    pub fn start_with_fresh(extra: impl Fn() -> Vec<String>, env: &[(&str, &str)]) -> Server {
+        Server::launch_each(extra, true, env)
+    }
+
+    fn launch_each(
+        make_extra: impl Fn() -> Vec<String>,
+        with_module: bool,
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut last_error = String::new();
         // A port can be taken between choosing and binding it: try a few.
         for _ in 0..5 {
+            let extra = make_extra();
             let dir = tempfile::tempdir().expect("temp dir");
             let port = free_port();
             let mut cmd = Command::new(server_binary());
@@ -138,7 +154,7 @@ impl Server {
             if with_module {
                 cmd.arg("--loadmodule").arg(module_path());
             }
-            cmd.args(extra)
+            cmd.args(&extra)
                 .env_remove("RL_SECRET")
                 .envs(env.iter().copied())
                 .stdout(Stdio::null())
@@ -155,7 +171,7 @@ impl Server {
             let expected_dir = extra
                 .windows(2)
                 .rfind(|w| w[0] == "--dir")
-                .map(|w| PathBuf::from(w[1]))
+                .map(|w| PathBuf::from(&w[1]))
                 .unwrap_or_else(|| server.dir.path().to_path_buf());
             match server.wait_ready(&expected_dir) {
                 Ok(()) => {
