@@ -78,12 +78,12 @@ impl Slot {
 }
 
 /// A limit with its keys open.
-pub struct Loaded {
-    limit: Limit,
+pub struct Loaded<'a> {
+    limit: &'a Limit,
     slots: [Option<Slot>; 2],
 }
 
-impl Loaded {
+impl Loaded<'_> {
     fn stored<'a>(&'a self, buf: &'a mut [Stored<'a>; 2]) -> &'a [Stored<'a>] {
         let mut n = 0;
         for (out, slot) in buf.iter_mut().zip(self.slots.iter().flatten()) {
@@ -116,8 +116,20 @@ fn writable(mode: Mode, key: &KeyUse) -> bool {
     }
 }
 
-/// Opens and reads every key of `limit`, checking everything a key can refuse.
-fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
+impl Loaded<'_> {
+    /// A limit before its keys are opened. `Loaded` is a few hundred bytes: it is
+    /// filled where it lives rather than built and moved.
+    fn new(limit: &Limit) -> Loaded<'_> {
+        Loaded {
+            limit,
+            slots: [None, None],
+        }
+    }
+}
+
+/// Opens and reads every key of `loaded`'s limit, checking everything a key can refuse.
+fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
+    let limit = loaded.limit;
     let a = limit.algorithm;
     a.check(&limit.spec)?;
     let uses = a.keys(&limit.spec, now);
@@ -130,8 +142,7 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
     if derived && call.in_cluster() && !has_hash_tag(base) {
         return Err(Error::NeedsHashTag(lossy(limit.key)));
     }
-    let mut slots = [None, None];
-    for (slot, key_use) in slots.iter_mut().zip(uses) {
+    for (slot, key_use) in loaded.slots.iter_mut().zip(uses) {
         let Some(key_use) = key_use else { continue };
         let write = writable(mode, &key_use);
         let name = match key_use.name {
@@ -169,9 +180,7 @@ fn load(call: &Call, limit: Limit, mode: Mode, now: u64) -> Result<Loaded> {
             signalled: false,
         });
     }
-    let loaded = Loaded { limit, slots };
-    check_migration(call, &loaded)?;
-    Ok(loaded)
+    check_migration(call, loaded)
 }
 
 /// While a slot moves between nodes, Redis sends a call to the importing node as
@@ -234,9 +243,10 @@ fn check_write(loaded: &Loaded, write: &Write) -> Result<()> {
 }
 
 /// One limiter command: `RL.<ALGO> <key> ...`.
-pub fn single(call: &Call, limit: Limit, now: u64, mode: Mode) -> Result<Decision> {
+pub fn single(call: &Call, limit: &Limit, now: u64, mode: Mode) -> Result<Decision> {
     call.check_memory(mode)?;
-    let mut loaded = load(call, limit, mode, now)?;
+    let mut loaded = Loaded::new(limit);
+    load(call, &mut loaded, mode, now)?;
     let verdict = loaded.decide(now);
     let decision = verdict.decision;
     let w = writes(&loaded, mode, verdict, now)?;
@@ -259,10 +269,10 @@ pub fn all(
     mode: Mode,
 ) -> Result<(Decision, Vec<Decision>)> {
     call.check_memory(mode)?;
-    let mut loaded = limits
-        .iter()
-        .map(|&l| load(call, l, mode, now))
-        .collect::<Result<Vec<_>>>()?;
+    let mut loaded: Vec<Loaded> = limits.iter().map(Loaded::new).collect();
+    for l in &mut loaded {
+        load(call, l, mode, now)?;
+    }
     check_distinct(&loaded)?;
     let verdicts: Vec<Verdict> = loaded.iter().map(|l| l.decide(now)).collect();
     let decisions: Vec<Decision> = verdicts.iter().map(|v| v.decision).collect();

@@ -29,7 +29,7 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
         member: r.member.map(|at| call.arg(at + 2)),
     };
     let now = r.now.unwrap_or_else(|| call.server_now_us());
-    let decision = engine::single(call, limit, now, r.mode)?;
+    let decision = engine::single(call, &limit, now, r.mode)?;
     Ok(Reply::Ints(
         decision.allowed,
         algorithm.reply(&decision, &limit.spec),
