@@ -201,12 +201,12 @@ fn check_migration(call: &Call, loaded: &Loaded) -> Result<()> {
     Ok(())
 }
 
-/// The writes a verdict calls for in `mode`.
-fn writes(loaded: &Loaded, mode: Mode, verdict: Verdict, now: u64) -> Result<Writes> {
+/// The writes a call in `mode` makes; `spend` are those its verdict holds.
+fn writes(loaded: &Loaded, mode: Mode, spend: Result<Writes>, now: u64) -> Result<Writes> {
     match mode {
         Mode::Peek => Ok(crate::algo::NO_WRITES),
         // The verdict already holds them: a spending call reads its state only once.
-        Mode::Spend => verdict.writes,
+        Mode::Spend => spend,
         Mode::Refund => {
             let mut buf = [Stored::Integer(None); 2];
             let stored = loaded.stored(&mut buf);
@@ -249,11 +249,14 @@ pub fn single(call: &Call, limit: &Limit, now: u64, mode: Mode) -> Result<Decisi
     load(call, &mut loaded, mode, now)?;
     let verdict = loaded.decide(now);
     let decision = verdict.decision;
-    let w = writes(&loaded, mode, verdict, now)?;
-    for write in w.iter().flatten() {
-        check_write(&loaded, write)?;
+    let w = writes(&loaded, mode, verdict.writes, now)?;
+    // A denial writes nothing: most calls under a flood stop here.
+    if w.iter().any(Option::is_some) {
+        for write in w.iter().flatten() {
+            check_write(&loaded, write)?;
+        }
+        apply(call, &mut loaded, &w)?;
     }
-    apply(call, &mut loaded, &w)?;
     Ok(match mode {
         Mode::Spend | Mode::Peek => decision,
         // What a PEEK says now that the state changed.
@@ -285,7 +288,7 @@ pub fn all(
     };
     let mut plans = Vec::with_capacity(loaded.len());
     for (l, v) in loaded.iter().zip(verdicts) {
-        let w = writes(l, mode_for_writes, v, now)?;
+        let w = writes(l, mode_for_writes, v.writes, now)?;
         for write in w.iter().flatten() {
             check_write(l, write)?;
         }
