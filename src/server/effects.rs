@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use redis_module::raw;
 
-use super::key::{call_command, Ctx, OwnedString, Propagate, RString};
+use super::key::{call_command, take_reply, Ctx, OwnedString, Propagate, RString};
 use crate::error::{Error, Result};
 
 /// Arguments of one replicated command: borrowed strings (the key, members) and
@@ -212,17 +212,12 @@ pub fn run_replicated(ctx: Ctx, command: &CStr, key: RString, n: i64) -> Result<
 /// ("l"): SET stores as an integer only an argument no one else holds, so not a
 /// string of the module's.
 pub fn run_set_pxat(ctx: Ctx, key: RString, value: i64, at_ms: i64) -> Result<()> {
-    // SAFETY: the format's "s" are live strings, its "l" long longs; the reply is
-    // freed here.
-    unsafe {
-        let (Some(call), Some(kind), Some(free)) = (
-            raw::RedisModule_Call,
-            raw::RedisModule_CallReplyType,
-            raw::RedisModule_FreeCallReply,
-        ) else {
+    // SAFETY: the format's "s" are live strings, its "l" long longs.
+    let reply = unsafe {
+        let Some(call) = raw::RedisModule_Call else {
             return Err(Error::Internal("RedisModule_Call is missing"));
         };
-        let reply = call(
+        call(
             ctx,
             c"SET".as_ptr(),
             c"!slsl".as_ptr(),
@@ -230,17 +225,9 @@ pub fn run_set_pxat(ctx: Ctx, key: RString, value: i64, at_ms: i64) -> Result<()
             value as std::os::raw::c_longlong,
             word(Word::Pxat),
             at_ms as std::os::raw::c_longlong,
-        );
-        if reply.is_null() {
-            return Err(Error::Internal("a core command failed"));
-        }
-        let failed = kind(reply) == raw::REDISMODULE_REPLY_ERROR as c_int;
-        free(reply);
-        if failed {
-            return Err(Error::Internal("a core command failed"));
-        }
-    }
-    Ok(())
+        )
+    };
+    take_reply(reply, |_| ())
 }
 
 /// `ZREMRANGEBYSCORE <key> -inf <max>` run by Redis itself (RM_Call with "!"): it

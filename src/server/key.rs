@@ -480,26 +480,40 @@ pub fn call_command<T>(
         _ => return failed,
     };
     let c = command.as_ptr();
-    // SAFETY: the format has one "s" per live string passed; the reply is freed here,
-    // after `read`, and not used again.
-    unsafe {
-        let (Some(call), Some(kind), Some(free)) = (
-            raw::RedisModule_Call,
-            raw::RedisModule_CallReplyType,
-            raw::RedisModule_FreeCallReply,
-        ) else {
+    // SAFETY: the format has one "s" per live string passed.
+    let reply = unsafe {
+        let Some(call) = raw::RedisModule_Call else {
             return failed;
         };
-        let reply = match *args {
+        match *args {
             [a] => call(ctx, c, format.as_ptr(), a),
             [a, b] => call(ctx, c, format.as_ptr(), a, b),
             [a, b, d] => call(ctx, c, format.as_ptr(), a, b, d),
             [a, b, d, e] => call(ctx, c, format.as_ptr(), a, b, d, e),
             _ => return failed,
-        };
-        if reply.is_null() {
-            return failed;
         }
+    };
+    take_reply(reply, read)
+}
+
+/// What an RM_Call returned: `read` looks at the reply, which is freed afterwards. No
+/// reply or an error reply is an error.
+pub fn take_reply<T>(
+    reply: *mut raw::RedisModuleCallReply,
+    read: impl FnOnce(*mut raw::RedisModuleCallReply) -> T,
+) -> Result<T> {
+    let failed = Err(Error::Internal("a core command failed"));
+    if reply.is_null() {
+        return failed;
+    }
+    // SAFETY: a live reply, freed once here after `read` and not used again.
+    unsafe {
+        let (Some(kind), Some(free)) = (
+            raw::RedisModule_CallReplyType,
+            raw::RedisModule_FreeCallReply,
+        ) else {
+            return failed;
+        };
         let result = if kind(reply) == raw::REDISMODULE_REPLY_ERROR as c_int {
             failed
         } else {
