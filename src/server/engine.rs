@@ -75,6 +75,15 @@ impl Slot {
             self.signalled = true;
         }
     }
+
+    /// With integer values, Redis's own command writes the key to `value`: the open
+    /// handle would go stale under it, and the command replicates, announces and
+    /// signals itself.
+    fn written_by_redis(&mut self, value: u64) {
+        self.key = Key::closed();
+        self.value = Some(value);
+        self.signalled = true;
+    }
 }
 
 /// A limit with its keys open.
@@ -84,6 +93,15 @@ pub struct Loaded<'a> {
 }
 
 impl Loaded<'_> {
+    /// A limit before its keys are opened. `Loaded` is a few hundred bytes: it is
+    /// filled where it lives rather than built and moved.
+    fn new(limit: &Limit) -> Loaded<'_> {
+        Loaded {
+            limit,
+            slots: [None, None],
+        }
+    }
+
     fn stored<'a>(&'a self, buf: &'a mut [Stored<'a>; 2]) -> &'a [Stored<'a>] {
         let mut n = 0;
         for (out, slot) in buf.iter_mut().zip(self.slots.iter().flatten()) {
@@ -113,17 +131,6 @@ fn writable(mode: Mode, key: &KeyUse) -> bool {
         Mode::Peek => false,
         Mode::Spend | Mode::Refund => key.written,
         Mode::Reset => true,
-    }
-}
-
-impl Loaded<'_> {
-    /// A limit before its keys are opened. `Loaded` is a few hundred bytes: it is
-    /// filled where it lives rather than built and moved.
-    fn new(limit: &Limit) -> Loaded<'_> {
-        Loaded {
-            limit,
-            slots: [None, None],
-        }
     }
 }
 
@@ -356,12 +363,9 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
                 .ok_or_else(|| Error::Overflow(lossy(name)))?;
             if integers() {
                 // Redis's own INCRBY stores the counter as INCR does (an integer, or
-                // a shared one below 10,000), replicates, announces and signals
-                // itself. The handle would go stale under its write.
-                slot.key = Key::closed();
+                // a shared one below 10,000).
+                slot.written_by_redis(value);
                 run_replicated(ctx, c"INCRBY", name, to_i64(by))?;
-                slot.value = Some(value);
-                slot.signalled = true;
                 if created {
                     run_replicated(ctx, c"PEXPIREAT", name, expiry(call, ttl_ms))?;
                 }
@@ -393,11 +397,8 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             // does. The key API keeps it; it is gone within the millisecond either way.
             if integers() && ttl_ms > 0 {
                 // SET stores the TAT as an integer, as the script's SET does.
-                slot.key = Key::closed();
-                run_set_pxat(ctx, name, to_i64(value), at)?;
-                slot.value = Some(value);
-                slot.signalled = true;
-                return Ok(());
+                slot.written_by_redis(value);
+                return run_set_pxat(ctx, name, to_i64(value), at);
             }
             // One string is both the stored value and the replicated SET's.
             let text = OwnedString::from_i64(ctx, to_i64(value))?;
