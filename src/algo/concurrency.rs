@@ -215,6 +215,7 @@ impl Algorithm for Concurrency {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::decision as d;
     use crate::args::Window;
 
     const T0: u64 = 1_764_480_000_000_000;
@@ -293,15 +294,6 @@ mod tests {
                 }
                 d
             }
-        }
-    }
-
-    fn d(allowed: bool, remaining: u64, retry: i64, reset: u64) -> Decision {
-        Decision {
-            allowed,
-            remaining,
-            retry_after_ms: retry,
-            reset_after_ms: reset,
         }
     }
 

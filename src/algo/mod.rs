@@ -324,18 +324,21 @@ pub fn aggregate(decisions: &[Decision]) -> Decision {
     }
 }
 
+/// A decision in one line, for the tests.
+#[cfg(test)]
+pub fn decision(allowed: bool, remaining: u64, retry: i64, reset: u64) -> Decision {
+    Decision {
+        allowed,
+        remaining,
+        retry_after_ms: retry,
+        reset_after_ms: reset,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::decision as d;
     use super::*;
-
-    fn d(allowed: bool, remaining: u64, retry: i64, reset: u64) -> Decision {
-        Decision {
-            allowed,
-            remaining,
-            retry_after_ms: retry,
-            reset_after_ms: reset,
-        }
-    }
 
     #[test]
     fn divisions_agree_with_u128_ones() {
