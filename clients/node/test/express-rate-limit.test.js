@@ -10,7 +10,7 @@ import { RedisStore as StockStore6 } from 'rate-limit-redis';
 import { RedisStore as StockStore4 } from 'rate-limit-redis-4';
 import { RedisRlStore } from 'redis-rl/express-rate-limit';
 import { ioredisClient } from './support/clients.js';
-import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, listen, restartUnderTraffic, steppedTime, burstResults, admitting } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -106,29 +106,15 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
     });
 
     it('the boundary burst: the stock store admits 16, the module\'s sliding windows about half', async (t) => {
-      const stock = await app(rateLimit, {
-        windowMs: BURST_WINDOW_MS, limit: 8, store: new StockStore({ sendCommand: (...args) => shared.conn.client.call(...args), prefix: 'stock-erl:' }),
+      // The stock store counts on the server's clock (PEXPIRE): real time.
+      const results = await burstResults({
+        freshId,
+        start: T,
+        stock: async () => admitting(await app(rateLimit, {
+          windowMs: BURST_WINDOW_MS, limit: 8, store: new StockStore({ sendCommand: (...args) => shared.conn.client.call(...args), prefix: 'stock-erl:' }),
+        })),
+        ours: async (algorithm, clock) => admitting(await app(rateLimit, { windowMs: BURST_WINDOW_MS, limit: 8, store: new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm, clock }) })),
       });
-      const results = {};
-      try {
-        // Real time: the stock store counts on the server's clock (PEXPIRE).
-        results.stock = await realTimeBurst(() => {
-          const id = freshId();
-          return async () => (await stock.hit(id)).status === 200;
-        });
-      } finally {
-        await stock.close();
-      }
-      for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
-        const time = steppedTime(T);
-        const ours = await app(rateLimit, { windowMs: BURST_WINDOW_MS, limit: 8, store: new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
-        try {
-          const own = freshId();
-          results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(own)).status === 200);
-        } finally {
-          await ours.close();
-        }
-      }
       t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
       assert.equal(results.stock, 16);
       // 8 before the boundary; after it only what the sliding window freed: the first

@@ -7,7 +7,7 @@ import rateLimit11 from '@fastify/rate-limit';
 import rateLimit10 from 'fastify-rate-limit-10';
 import { redisRlStore } from 'redis-rl/fastify';
 import { ioredisClient } from './support/clients.js';
-import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, restartUnderTraffic, steppedTime, burstResults, admitting } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -89,26 +89,12 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
     });
 
     it('the boundary burst: the plugin\'s Redis store admits 16, the module\'s sliding windows about half', async (t) => {
-      const results = {};
-      const stock = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, redis: shared.conn.client, nameSpace: `stock-fastify-${version}-` });
-      try {
-        results.stock = await realTimeBurst(() => {
-          const id = freshId();
-          return async () => (await stock.hit(id)).status === 200;
-        });
-      } finally {
-        await stock.close();
-      }
-      for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
-        const time = steppedTime(T);
-        const ours = await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm, clock: time.clock }) });
-        try {
-          const id = freshId();
-          results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(id)).status === 200);
-        } finally {
-          await ours.close();
-        }
-      }
+      const results = await burstResults({
+        freshId,
+        start: T,
+        stock: async () => admitting(await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, redis: shared.conn.client, nameSpace: `stock-fastify-${version}-` })),
+        ours: async (algorithm, clock) => admitting(await app(plugin, { max: 8, timeWindow: BURST_WINDOW_MS, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm, clock }) })),
+      });
       t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
       assert.deepEqual(results, { stock: 16, slidecount: 9, slidelog: 9, gcra: 11, fixed: 16 });
     });

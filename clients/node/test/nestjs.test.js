@@ -10,7 +10,7 @@ import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import { RedisRlThrottlerStorage, redisRlThrottlerGuard } from 'redis-rl/nestjs';
 import { ioredisClient, raw } from './support/clients.js';
-import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, restartUnderTraffic, steppedTime, burstResults, admitting } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -127,26 +127,12 @@ describe('@nestjs/throttler 6', () => {
   });
 
   it('the boundary burst: the stock Redis storage admits 16, the module\'s sliding windows about half', async (t) => {
-    const results = {};
-    const stock = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new ThrottlerStorageRedisService(shared.conn.client));
-    try {
-      results.stock = await realTimeBurst(() => {
-        const id = freshId();
-        return async () => (await stock.hit(id)).status === 200;
-      });
-    } finally {
-      await stock.close();
-    }
-    for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
-      const time = steppedTime(T);
-      const ours = await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', algorithm, clock: time.clock }));
-      try {
-        const id = freshId();
-        results[algorithm] = await boundaryBurst(time.at, async () => (await ours.hit(id)).status === 200);
-      } finally {
-        await ours.close();
-      }
-    }
+    const results = await burstResults({
+      freshId,
+      start: T,
+      stock: async () => admitting(await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new ThrottlerStorageRedisService(shared.conn.client))),
+      ours: async (algorithm, clock) => admitting(await app([{ ttl: BURST_WINDOW_MS, limit: 8 }], new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', algorithm, clock }))),
+    });
     t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
     assert.deepEqual(results, { stock: 16, slidecount: 9, slidelog: 9, gcra: 11, fixed: 16 });
   });

@@ -10,7 +10,7 @@ import {
 } from 'rate-limiter-flexible';
 import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
 import { ioredisClient, raw } from './support/clients.js';
-import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, boundaryBurst, listen, realTimeBurst, restartUnderTraffic, steppedTime } from './support/adapters.js';
+import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, listen, restartUnderTraffic, steppedTime, burstResults } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
 const T = 1718609340000;
@@ -145,18 +145,13 @@ describe('rate-limiter-flexible', () => {
   });
 
   it('the boundary burst: RateLimiterRedis admits 16, the module\'s sliding windows about half', async (t) => {
-    const results = {};
-    const id = freshId();
-    const stock = new RateLimiterRedis({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' });
-    results.stock = await realTimeBurst(() => {
-      const own = freshId();
-      return async () => (await settle(stock.consume(own))).ok;
+    const consuming = (limiter) => ({ admit: async (id) => (await settle(limiter.consume(id))).ok });
+    const results = await burstResults({
+      freshId,
+      start: T,
+      stock: async () => consuming(new RateLimiterRedis({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: 'stock-rlf' })),
+      ours: async (algorithm, clock) => consuming(new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock })),
     });
-    for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
-      const time = steppedTime(T);
-      const ours = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 8, duration: BURST_WINDOW_MS / 1000, keyPrefix: `ours-${algorithm}`, algorithm, clock: time.clock });
-      results[algorithm] = await boundaryBurst(time.at, async () => (await settle(ours.consume(id))).ok);
-    }
     t.diagnostic(`boundary burst, admitted of 16: ${JSON.stringify(results)}`);
     assert.deepEqual(results, { stock: 16, slidecount: 9, slidelog: 9, gcra: 11, fixed: 16 });
   });

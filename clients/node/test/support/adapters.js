@@ -54,6 +54,42 @@ export async function realTimeBurst(newHit) {
   throw new Error('the machine was too slow to place the burst on both sides of the window boundary, 3 times');
 }
 
+/**
+ * The boundary burst on a library's stock store, in real time, then on the module with
+ * each algorithm, on a stepped clock from `start`: `{ stock, slidecount, slidelog, gcra,
+ * fixed }`, each the number admitted of 16. `stock()` and `ours(algorithm, clock)`
+ * resolve to `{ admit(id) }` (true when a request for `id` passes) and, when they hold
+ * a server, `close()`.
+ */
+export async function burstResults({ freshId, start, stock, ours }) {
+  const results = {};
+  const theirs = await stock();
+  try {
+    results.stock = await realTimeBurst(() => {
+      const id = freshId();
+      return () => theirs.admit(id);
+    });
+  } finally {
+    await theirs.close?.();
+  }
+  for (const algorithm of ['slidecount', 'slidelog', 'gcra', 'fixed']) {
+    const time = steppedTime(start);
+    const limiter = await ours(algorithm, time.clock);
+    try {
+      const id = freshId();
+      results[algorithm] = await boundaryBurst(time.at, () => limiter.admit(id));
+    } finally {
+      await limiter.close?.();
+    }
+  }
+  return results;
+}
+
+/** An app a suite built (`hit(id)`, `close()`) as `burstResults` takes it: 200 passes. */
+export function admitting(app) {
+  return { admit: async (id) => (await app.hit(id)).status === 200, close: () => app.close() };
+}
+
 /** Real time from now: at(ms) sleeps until then. */
 function realTime() {
   const start = performance.now();
