@@ -22,7 +22,7 @@ from redis_rl import (
     connect,
     connect_async,
 )
-from test_middleware import wsgi_get
+from test_middleware import asgi_get, wsgi_get
 
 
 @pytest.fixture(scope="module")
@@ -117,18 +117,7 @@ async def _identity(scope: Dict[str, Any]) -> str:
 
 
 async def request(app: Any, path: str) -> Any:
-    scope = {"type": "http", "method": "GET", "path": path, "headers": [], "client": ("192.0.2.1", 1)}
-    sent: List[Dict[str, Any]] = []
-
-    async def receive() -> Dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Dict[str, Any]) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    headers = {k.decode(): v.decode() for k, v in sent[0]["headers"]}
-    return sent[0]["status"], headers, sent[1]["body"]
+    return await asgi_get(app, "192.0.2.1", path)
 
 
 async def get(app: Any, path: str) -> int:

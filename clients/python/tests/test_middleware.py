@@ -31,8 +31,8 @@ async def hello(scope: Dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"hello"})
 
 
-async def asgi_get(app: Any, ip: Optional[str]) -> Response:
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": [],
+async def asgi_get(app: Any, ip: Optional[str], path: str = "/") -> Response:
+    scope = {"type": "http", "method": "GET", "path": path, "headers": [],
              "client": (ip, 50000) if ip else None}
     messages: List[Dict[str, Any]] = []
 
