@@ -196,11 +196,15 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
 /// zero, so, like Redis for a multi-key command whose keys are split, the call gets
 /// TRYAGAIN until every counter it reads has arrived.
 fn check_migration(call: &Call, loaded: &Loaded) -> Result<()> {
-    let missing_counter = loaded
-        .slots()
-        .any(|s| matches!(s.key_use.name, KeyName::Derived(_)) && s.key.kind() == Kind::Empty);
-    if missing_counter
-        && call.in_cluster()
+    // A counter is missing when its read found no key: no value, no second KeyType.
+    let missing_counter = || {
+        loaded.slots().any(|s| {
+            let counter = matches!(s.key_use.kind, KeyKind::Integer);
+            matches!(s.key_use.name, KeyName::Derived(_)) && counter && s.value.is_none()
+        })
+    };
+    if call.in_cluster()
+        && missing_counter()
         && super::cluster::importing(call.ctx, key_slot(super::key::bytes(loaded.limit.key)))
     {
         return Err(Error::TryAgain);
@@ -355,7 +359,8 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
     let name = slot.name.ptr();
     match *write {
         Write::IncrBy { by, ttl_ms, .. } => {
-            let created = slot.key.kind() == Kind::Empty;
+            // The read found no counter (asking the key again costs a KeyType).
+            let created = slot.value.is_none();
             let value = slot
                 .value
                 .unwrap_or(0)
