@@ -11,6 +11,8 @@ cd "$kit"
 export RL_MODULE="${RL_MODULE:-$repo/target/release/libredis_rl.so}"
 
 cargo fmt -- --check
-cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --all-targets --features axum-07 -- -D warnings
 # Builds the examples too (tests/suite/example.rs runs examples/axum.rs).
-cargo test --locked "$@"
+cargo test --locked --features axum-07 "$@"
+# The packaged crate in a fresh app (tests/package.sh).
+tests/package.sh

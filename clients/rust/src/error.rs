@@ -1,4 +1,5 @@
-//! Why Redis did not decide. Every variant goes through the failure policy.
+//! Why Redis did not decide. Every variant but `InvalidLimit` and `InvalidCall` (the
+//! app's own mistakes, raised where they are made) goes through the failure policy.
 
 use std::time::Duration;
 
@@ -9,6 +10,9 @@ pub enum Error {
     /// module is not loaded, a bad argument, `CROSSSLOT`, the module's cluster refusals).
     #[error("{0}")]
     Redis(#[from] redis::RedisError),
+    /// The server has no RL.* commands: the module is not loaded there.
+    #[error("{0} (the redis-rl module is not loaded on this server: add `loadmodule /path/to/libredis_rl.so` to its redis.conf, or run MODULE LOAD)")]
+    ModuleNotLoaded(String),
     /// No answer within the limiter's timeout.
     #[error("no reply within {0:?}")]
     Timeout(Duration),
@@ -18,8 +22,12 @@ pub enum Error {
     /// The call cannot be sent as asked (e.g. `RL.ALL` without limits).
     #[error("invalid call: {0}")]
     InvalidCall(&'static str),
+    /// A limit, cost or lease id the module would refuse: a mistake in the app, raised
+    /// where the limit is built or used, never answered by the failure policy.
+    #[error("redis-rl: invalid limit '{name}': {reason}")]
+    InvalidLimit { name: String, reason: String },
     /// A key extractor found nothing to limit the request by.
-    #[error("unable to extract a rate-limit key from the request")]
+    #[error("unable to extract a rate-limit key from the request (the peer-IP extractors need the app served with into_make_service_with_connect_info::<SocketAddr>(); on axum 0.7, enable this crate's feature `axum-07`)")]
     UnableToExtractKey,
 }
 

@@ -85,7 +85,7 @@ pub fn ratelimit_headers(decision: &Decision, legacy: bool) -> Headers {
     }
     if legacy {
         if let Some((p, l)) = binding(decision) {
-            headers.push(("X-RateLimit-Limit", l.limit.to_string()));
+            headers.push(("X-RateLimit-Limit", capacity(l).to_string()));
             headers.push(("X-RateLimit-Remaining", p.remaining.max(0).to_string()));
             headers.push((
                 "X-RateLimit-Reset",
@@ -94,6 +94,15 @@ pub fn ratelimit_headers(decision: &Decision, legacy: bool) -> Headers {
         }
     }
     headers
+}
+
+/// What `remaining` counts down from: a GCRA limit's burst (how many may come at once),
+/// else its limit per window. So the legacy `Limit` is never below `Remaining`.
+fn capacity(limit: &crate::Limit) -> u64 {
+    match (limit.algorithm, limit.burst) {
+        (Algorithm::Gcra, Some(burst)) => burst,
+        _ => limit.limit,
+    }
 }
 
 /// `Retry-After` in whole seconds: on a denial that can pass later, else none.
@@ -193,5 +202,20 @@ mod tests {
             .all(|(n, _)| *n != "Retry-After"));
         let failed = Decision::failure(false, crate::Error::InvalidCall("x"));
         assert!(ratelimit_headers(&failed, true).is_empty());
+    }
+
+    #[test]
+    fn a_gcra_burst_is_what_remaining_counts_down_from() {
+        // 1 a second with 2 at once: after the first request 1 remains, of 2.
+        let gcra = Limit::gcra("g", "k", 1, Duration::from_secs(1)).burst(2);
+        let h = ratelimit_headers(&part(gcra, true, 1, 0, 1000), true);
+        assert!(h.contains(&("X-RateLimit-Limit", "2".to_string())), "{h:?}");
+        assert!(
+            h.contains(&("X-RateLimit-Remaining", "1".to_string())),
+            "{h:?}"
+        );
+        let plain = Limit::gcra("g", "k", 5, Duration::from_secs(1));
+        let h = ratelimit_headers(&part(plain, true, 4, 0, 200), true);
+        assert!(h.contains(&("X-RateLimit-Limit", "5".to_string())), "{h:?}");
     }
 }

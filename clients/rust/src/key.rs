@@ -65,9 +65,17 @@ impl KeyExtractor for GlobalKeyExtractor {
 }
 
 fn peer_ip<T>(req: &Request<T>) -> Option<IpAddr> {
-    req.extensions()
+    let extensions = req.extensions();
+    let addr = extensions
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip())
+        .map(|ConnectInfo(addr)| *addr);
+    #[cfg(feature = "axum-07")]
+    let addr = addr.or_else(|| {
+        extensions
+            .get::<axum07::extract::ConnectInfo<SocketAddr>>()
+            .map(|axum07::extract::ConnectInfo(addr)| *addr)
+    });
+    addr.map(|addr| addr.ip())
 }
 
 fn x_forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
@@ -115,6 +123,21 @@ mod tests {
         req.extensions_mut()
             .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 5555))));
         req
+    }
+
+    #[cfg(feature = "axum-07")]
+    #[test]
+    fn the_peer_ip_comes_from_axum_07_too() {
+        let mut req = Request::builder().body(()).unwrap();
+        req.extensions_mut()
+            .insert(axum07::extract::ConnectInfo(SocketAddr::from((
+                [192, 0, 2, 7],
+                4444,
+            ))));
+        assert_eq!(
+            PeerIpKeyExtractor.extract(&req).unwrap(),
+            IpAddr::from([192, 0, 2, 7])
+        );
     }
 
     #[test]

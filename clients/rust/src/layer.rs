@@ -20,6 +20,7 @@ use tower_service::Service;
 
 use crate::cache::PseudonymCache;
 use crate::decision::{Decision, Source};
+use crate::error::Error;
 use crate::headers::{ratelimit_headers, Headers};
 use crate::key::{KeyExtractor, PeerIpKeyExtractor};
 use crate::limit::{Algorithm, Limit};
@@ -69,11 +70,29 @@ pub struct RateLimitLayer<K = PeerIpKeyExtractor> {
 impl RateLimitLayer<PeerIpKeyExtractor> {
     /// The limits (key prefixes) every request is checked against: one limit is a single
     /// command, several are one RL.ALL. The identity is the peer IP, through RL.PSEUDONYM.
+    ///
+    /// # Panics
+    ///
+    /// When a limit is one the module would refuse (see [`Limit::validate`]): a mistake
+    /// in the app stops it at startup, instead of every request going to the failure
+    /// policy. [`RateLimitLayer::try_new`] returns the error instead.
     pub fn new(limiter: RateLimiter, limits: impl IntoIterator<Item = Limit>) -> Self {
-        RateLimitLayer {
+        Self::try_new(limiter, limits).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// [`RateLimitLayer::new`], with the first invalid limit as an error.
+    pub fn try_new(
+        limiter: RateLimiter,
+        limits: impl IntoIterator<Item = Limit>,
+    ) -> Result<Self, Error> {
+        let limits: Vec<Limit> = limits.into_iter().collect();
+        for limit in &limits {
+            limit.validate()?;
+        }
+        Ok(RateLimitLayer {
             settings: Arc::new(Settings {
                 limiter,
-                limits: limits.into_iter().collect(),
+                limits,
                 concurrency: None,
                 key_extractor: PeerIpKeyExtractor,
                 pseudonymize: true,
@@ -85,7 +104,7 @@ impl RateLimitLayer<PeerIpKeyExtractor> {
                 on_shadow: None,
                 shadow_denied: Arc::new(AtomicU64::new(0)),
             }),
-        }
+        })
     }
 }
 
@@ -139,13 +158,19 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// generated [`RequestId`]) is taken before the handler, in the same RL.ALL as the
     /// rate limits, and released when the handler's future finishes, fails or is dropped.
     /// A lease that is never released (a crashed process) expires after `limit.window`.
+    ///
+    /// # Panics
+    ///
+    /// When the limit is one the module would refuse (see [`Limit::validate`]).
     pub fn concurrency(self, limit: Limit) -> Self {
-        self.with(|s| {
-            s.concurrency = Some(Limit {
-                algorithm: Algorithm::Concurrency,
-                ..limit
-            })
-        })
+        let limit = Limit {
+            algorithm: Algorithm::Concurrency,
+            ..limit
+        };
+        if let Err(error) = limit.validate() {
+            panic!("{error}");
+        }
+        self.with(|s| s.concurrency = Some(limit))
     }
 
     /// Shadow mode: a request a limit denies passes anyway, is counted

@@ -2,6 +2,14 @@
 
 use std::time::Duration;
 
+use crate::error::Error;
+
+/// The module's bounds (its reference: Replies and errors, Limits of the input).
+const MAX_NUMBER: u64 = 1_000_000_000_000_000;
+const MAX_MEMBERS: u64 = 1_000_000;
+const MAX_LOG_COST: u64 = 1_000;
+const MAX_WINDOW: Duration = Duration::from_secs(315_360_000);
+
 /// The module's limiters. `Concurrency` counts requests in flight (RL.CONCURRENCY); its
 /// window is the lease's time to live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -157,6 +165,78 @@ impl Limit {
         Limit {
             key: key.into(),
             ..self.clone()
+        }
+    }
+
+    /// Whether the module would accept this limit, checked without Redis: the layer
+    /// checks its limits when it is built, and every call checks its limits before
+    /// anything is sent, so a mistake fails at startup rather than as a Redis error
+    /// that the failure policy would hide.
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |reason: String| {
+            Err(Error::InvalidLimit {
+                name: self.name.clone(),
+                reason,
+            })
+        };
+        if self.key.is_empty() {
+            return invalid("the key is empty".into());
+        }
+        let most = match self.algorithm {
+            // One sorted-set member per unit (a log entry, a lease).
+            Algorithm::SlideLog | Algorithm::Concurrency => MAX_MEMBERS,
+            _ => MAX_NUMBER,
+        };
+        if self.limit == 0 || self.limit > most {
+            return invalid(format!(
+                "the limit must be from 1 to {most} for {}, not {}",
+                self.algorithm.command(),
+                self.limit
+            ));
+        }
+        if self.window.is_zero() || self.window > MAX_WINDOW {
+            return invalid(format!(
+                "the window must be from 1 ms to ten years ({} s), not {:?}",
+                MAX_WINDOW.as_secs(),
+                self.window
+            ));
+        }
+        if self.algorithm == Algorithm::Gcra && self.limit > self.window_ms().saturating_mul(1000) {
+            return invalid(format!(
+                "RL.GCRA spaces requests at least 1 µs apart: {} per {:?} is more",
+                self.limit, self.window
+            ));
+        }
+        match self.burst {
+            Some(_) if self.algorithm != Algorithm::Gcra => {
+                invalid(format!("{} takes no burst", self.algorithm.command()))
+            }
+            Some(b) if b == 0 || b > MAX_NUMBER => {
+                invalid(format!("the burst must be from 1 to {MAX_NUMBER}, not {b}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `cost` units of one call fit what the module accepts for this limit.
+    pub fn validate_cost(&self, cost: u64) -> Result<(), Error> {
+        let invalid = |reason: String| {
+            Err(Error::InvalidLimit {
+                name: self.name.clone(),
+                reason,
+            })
+        };
+        match self.algorithm {
+            Algorithm::Concurrency if cost != 1 => {
+                invalid(format!("a lease is one slot: the cost must be 1, not {cost}"))
+            }
+            Algorithm::SlideLog if cost == 0 || cost > MAX_LOG_COST => invalid(format!(
+                "the cost must be from 1 to {MAX_LOG_COST} for RL.SLIDELOG (each unit is a log entry), not {cost}"
+            )),
+            _ if cost == 0 || cost > MAX_NUMBER => invalid(format!(
+                "the cost must be from 1 to {MAX_NUMBER}, not {cost}"
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -358,5 +438,58 @@ mod tests {
             words(&command(&c, 1, Mode::Peek, None)),
             ["RL.CONCURRENCY", "rl:{u}:c", "5", "30", "PEEK"]
         );
+    }
+}
+
+#[cfg(test)]
+mod validation {
+    use super::*;
+
+    fn reason(limit: &Limit) -> String {
+        match limit.validate() {
+            Err(Error::InvalidLimit { reason, .. }) => reason,
+            other => panic!("{limit:?} was not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn what_the_module_refuses_is_refused_here_with_the_reason() {
+        let s = Duration::from_secs(1);
+        assert!(reason(&Limit::fixed("f", "k", 0, s)).contains("from 1 to"));
+        assert!(reason(&Limit::fixed("f", "", 1, s)).contains("key is empty"));
+        assert!(reason(&Limit::slidelog("l", "k", 1_000_001, s)).contains("1000000"));
+        assert!(reason(&Limit::fixed("f", "k", 1, Duration::ZERO)).contains("window"));
+        let eleven_years = Duration::from_secs(11 * 365 * 86_400);
+        assert!(reason(&Limit::fixed("f", "k", 1, eleven_years)).contains("ten years"));
+        assert!(reason(&Limit::gcra("g", "k", 2_000_000, s)).contains("1 µs apart"));
+        assert!(reason(&Limit::gcra("g", "k", 1, s).burst(0)).contains("burst"));
+        assert!(reason(&Limit::fixed("f", "k", 1, s).burst(2)).contains("takes no burst"));
+        // The largest of each is accepted.
+        assert!(Limit::slidelog("l", "k", 1_000_000, s).validate().is_ok());
+        assert!(Limit::gcra("g", "k", 1_000_000, s)
+            .burst(3)
+            .validate()
+            .is_ok());
+        assert!(Limit::fixed("f", "k", 1_000_000_000_000_000, MAX_WINDOW)
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn costs_are_checked_per_algorithm() {
+        let s = Duration::from_secs(1);
+        let c = Limit::concurrency("c", "k", 5, s);
+        assert!(c.validate_cost(1).is_ok());
+        let Err(Error::InvalidLimit { reason, .. }) = c.validate_cost(2) else {
+            panic!("COST 2 on a lease was accepted");
+        };
+        assert!(reason.contains("a lease is one slot"), "{reason}");
+        assert!(Limit::slidelog("l", "k", 5, s)
+            .validate_cost(1_001)
+            .is_err());
+        assert!(Limit::slidelog("l", "k", 5, s).validate_cost(1_000).is_ok());
+        assert!(Limit::fixed("f", "k", 5, s).validate_cost(0).is_err());
+        // A cost above the limit is legal: the module answers "never" (-1).
+        assert!(Limit::fixed("f", "k", 5, s).validate_cost(9).is_ok());
     }
 }

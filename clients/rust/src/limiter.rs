@@ -175,11 +175,11 @@ impl RateLimiter {
     pub async fn call(&self, limit: &Limit, cost: u64, mode: Mode) -> Decision {
         let command = limit.algorithm.command();
         if limit.algorithm == Algorithm::Concurrency && matches!(mode, Mode::Spend | Mode::Refund) {
-            return self.fail(
-                Error::InvalidCall("a concurrency limit takes a lease id (acquire/release)"),
-                command,
-            );
+            misuse(Error::InvalidCall(
+                "a concurrency limit takes a lease id (acquire/release)",
+            ));
         }
+        checked(limit, cost);
         let entry = Entry {
             limits: vec![limit.clone()],
             costs: vec![cost],
@@ -232,16 +232,24 @@ impl RateLimiter {
             Cost::PerLimit(costs) => costs.to_vec(),
         };
         if limits.is_empty() {
-            return self.fail(
-                Error::InvalidCall("RL.ALL needs at least one limit"),
-                "RL.ALL",
-            );
+            misuse(Error::InvalidCall("RL.ALL needs at least one limit"));
         }
         if costs.len() != limits.len() {
-            return self.fail(
-                Error::InvalidCall("RL.ALL needs one cost per limit"),
-                "RL.ALL",
-            );
+            misuse(Error::InvalidCall("RL.ALL needs one cost per limit"));
+        }
+        for (limit, &cost) in limits.iter().zip(&costs) {
+            checked(limit, cost);
+        }
+        let leased = limits.iter().any(|l| l.algorithm == Algorithm::Concurrency);
+        if leased && lease.is_none() && matches!(mode, Mode::Spend | Mode::Refund) {
+            misuse(Error::InvalidCall(
+                "a concurrency limit in RL.ALL takes a lease id (check_all_leased)",
+            ));
+        }
+        if lease.is_some() && !leased {
+            misuse(Error::InvalidCall(
+                "a lease id needs a concurrency limit among the limits",
+            ));
         }
         let entry = Entry {
             limits: limits.to_vec(),
@@ -260,6 +268,12 @@ impl RateLimiter {
 
     /// RL.CONCURRENCY on a [`Limit::concurrency`].
     pub async fn concurrency(&self, limit: &Limit, op: LeaseOp<'_>) -> Decision {
+        if limit.algorithm != Algorithm::Concurrency {
+            misuse(Error::InvalidCall(
+                "leases are taken on a Limit::concurrency",
+            ));
+        }
+        checked(limit, 1);
         let entry = Entry {
             limits: vec![limit.clone()],
             costs: vec![1],
@@ -302,13 +316,14 @@ impl RateLimiter {
         period_s: u64,
         quantity: u64,
     ) -> Throttle {
+        throttle_checked(max_burst, count, period_s, quantity);
         let mut cmd = redis::cmd("RL.THROTTLE");
         cmd.arg(key)
             .arg(max_burst)
             .arg(count)
             .arg(period_s)
             .arg(quantity);
-        if let Some(now) = self.clock.as_ref().map(|clock| clock()) {
+        if let Some(now) = self.clock.as_ref().map(|clock| clock_checked(clock())) {
             cmd.arg("NOW").arg(now);
         }
         match self
@@ -379,7 +394,7 @@ impl RateLimiter {
         // share one timeline. Without one the server's clock decides, and the cache uses
         // the monotonic clock read *before* sending: the server decides no earlier, so a
         // cached denial ends no later than the real one, whatever the clocks' offset.
-        let now = self.clock.as_ref().map(|clock| clock());
+        let now = self.clock.as_ref().map(|clock| clock_checked(clock()));
         let instant = now.unwrap_or_else(monotonic_us);
         if let Some(cache) = &self.deny_cache {
             match mode {
@@ -411,9 +426,9 @@ impl RateLimiter {
 
     async fn send(&self, cmd: Cmd, target: Target<'_>) -> Result<Value, Error> {
         match tokio::time::timeout(self.timeout, self.conn.send(cmd, target)).await {
-            Ok(Ok(Value::ServerError(error))) => Err(Error::Redis(error.into())),
+            Ok(Ok(Value::ServerError(error))) => Err(not_loaded_hint(error.into())),
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(Error::Redis(error)),
+            Ok(Err(error)) => Err(not_loaded_hint(error)),
             Err(_) => Err(Error::Timeout(self.timeout)),
         }
     }
@@ -431,5 +446,70 @@ impl RateLimiter {
             eprintln!("redis-rl: the failure handler panicked");
         }
         Decision::failure(self.failure == FailurePolicy::Open, error)
+    }
+}
+
+/// A mistake in the app's own limits is raised where it is made: the failure policy is
+/// for Redis being unreachable or failing, and would otherwise hide it (fail open: every
+/// request admitted; fail closed: every request refused).
+fn misuse(error: Error) -> ! {
+    panic!("{error}")
+}
+
+fn checked(limit: &Limit, cost: u64) {
+    if let Err(error) = limit.validate().and_then(|()| limit.validate_cost(cost)) {
+        misuse(error);
+    }
+}
+
+/// 1973-01-01 in µs: below it, a clock is probably in seconds or milliseconds, which
+/// the module refuses.
+const MIN_NOW_US: i64 = 94_694_400_000_000;
+/// The largest instant a sorted-set score holds exactly (year 2255).
+const MAX_NOW_US: i64 = (1 << 53) - 1;
+
+fn clock_checked(now: i64) -> i64 {
+    if !(MIN_NOW_US..=MAX_NOW_US).contains(&now) {
+        let unit = if now < 100_000_000_000 {
+            "seconds"
+        } else {
+            "milliseconds"
+        };
+        panic!(
+            "redis-rl: the limiter's clock must return unix time in microseconds; {now} looks like {unit}"
+        );
+    }
+    now
+}
+
+fn throttle_checked(max_burst: u64, count: u64, period_s: u64, quantity: u64) {
+    const MAX: u64 = 1_000_000_000_000_000;
+    let bad = if max_burst > MAX {
+        Some("max_burst must be from 0 to 10^15")
+    } else if count == 0 || count > MAX {
+        Some("count must be from 1 to 10^15")
+    } else if period_s == 0 || period_s > 315_360_000 {
+        Some("period must be from 1 s to ten years")
+    } else if quantity > MAX {
+        Some("quantity must be from 0 to 10^15")
+    } else {
+        None
+    };
+    if let Some(reason) = bad {
+        misuse(Error::InvalidLimit {
+            name: "RL.THROTTLE".into(),
+            reason: reason.into(),
+        });
+    }
+}
+
+/// `unknown command 'RL.…'` means the module is not loaded on this server: say so, and
+/// what to do, in what the failure handler reports.
+fn not_loaded_hint(error: redis::RedisError) -> Error {
+    let text = error.to_string();
+    if text.contains("unknown command") && text.to_ascii_lowercase().contains("'rl.") {
+        Error::ModuleNotLoaded(text)
+    } else {
+        Error::Redis(error)
     }
 }

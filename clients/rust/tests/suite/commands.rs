@@ -236,7 +236,8 @@ async fn all_or_nothing() {
                 r#""burst";r=0;t=1, "window";r=0;t=1"#.to_string()
             ),
             ("Retry-After", "1".to_string()),
-            ("X-RateLimit-Limit", "10".to_string()),
+            // The burst binds: its remaining counts down from 2, not from the rate's 10.
+            ("X-RateLimit-Limit", "2".to_string()),
             ("X-RateLimit-Remaining", "0".to_string()),
             ("X-RateLimit-Reset", "1".to_string()),
         ]

@@ -294,3 +294,17 @@ pub fn has(server: &Server, command: &str) -> bool {
     }
     present
 }
+
+/// Runs `call` on its own task and returns its panic message, if it panicked.
+pub async fn panic_of<F>(call: F) -> Option<String>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send,
+{
+    let error = tokio::spawn(call).await.err()?;
+    let payload = error.into_panic();
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+}

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::common::{free_port, FakeClock, Server};
+use crate::common::{free_port, panic_of, FakeClock, Server};
 use redis_rl_client::{
     connect, ratelimit_headers, Decision, Error, FailurePolicy, Limit, RateLimiter, Source,
 };
@@ -166,57 +166,102 @@ async fn module_not_loaded() {
         assert_eq!(decision.allowed, policy == FailurePolicy::Open);
         let message = decision.error.as_ref().unwrap().to_string();
         assert!(message.contains("unknown command"), "{message}");
+        assert!(message.contains("module is not loaded"), "{message}");
+        assert!(message.contains("loadmodule"), "{message}");
         assert_eq!(reports.seen().len(), 1);
         assert!(reports.seen()[0].1.contains("unknown command"));
     }
 }
 
 #[tokio::test]
-async fn bad_arguments_and_a_broken_reporter() {
+async fn mistakes_are_raised_to_the_caller_never_sent_to_the_failure_policy() {
     let server = Server::start();
     let reports = Reports::default();
-    let rl = reports.limiter(&server.url(), FailurePolicy::Closed);
-    let zero = rl
-        .check(
-            &Limit::fixed("f", "rl:{bad}", 0, Duration::from_secs(10)),
-            1,
-        )
-        .await;
-    assert!(!zero.allowed && zero.source == Source::Failure);
-    // A clock in milliseconds instead of µs: the module names the unit.
+    let url = server.url();
+    for policy in [FailurePolicy::Open, FailurePolicy::Closed] {
+        let rl = reports.limiter(&url, policy);
+        let zero = panic_of(async move {
+            rl.check(
+                &Limit::fixed("f", "rl:{bad}", 0, Duration::from_secs(10)),
+                1,
+            )
+            .await
+        })
+        .await
+        .expect("a limit of 0 was sent");
+        assert!(zero.contains("invalid limit 'f'"), "{zero}");
+        assert!(zero.contains("from 1 to"), "{zero}");
+    }
+    // A clock in milliseconds instead of µs: the kit names the unit.
     let ms_clock = reports
-        .limiter(&server.url(), FailurePolicy::Closed)
+        .limiter(&url, FailurePolicy::Open)
         .clock(|| 1_718_609_349_800);
-    let wrong_unit = ms_clock.check(&limit(), 1).await;
-    let message = wrong_unit.error.as_ref().unwrap().to_string();
-    assert!(message.contains("microseconds"), "{message}");
-    // RL.ALL misuse is caught before sending, and reported the same way.
-    let mismatch = rl
-        .check_all(
+    let wrong_unit = panic_of(async move { ms_clock.check(&limit(), 1).await })
+        .await
+        .expect("a millisecond clock was sent");
+    assert!(
+        wrong_unit.contains("looks like milliseconds"),
+        "{wrong_unit}"
+    );
+    // COST on a lease, RL.ALL misuse: caught before sending.
+    let rl = reports.limiter(&url, FailurePolicy::Open);
+    let lease = Limit::concurrency("inflight", "rl:{bad}:c", 5, Duration::from_secs(30));
+    let cost = panic_of(async move {
+        rl.check_all_leased(
+            &[lease, limit()],
+            &[2, 1],
+            redis_rl_client::Mode::Spend,
+            "id",
+        )
+        .await
+    })
+    .await
+    .expect("COST 2 on a lease was sent");
+    assert!(cost.contains("a lease is one slot"), "{cost}");
+    let rl = reports.limiter(&url, FailurePolicy::Open);
+    let mismatch = panic_of(async move {
+        rl.check_all(
             &[limit(), limit()],
             &[1, 2, 3],
             redis_rl_client::Mode::Spend,
         )
-        .await;
-    assert!(matches!(
-        mismatch.error.as_deref(),
-        Some(Error::InvalidCall(_))
-    ));
-    let empty = rl.check_all(&[], 1, redis_rl_client::Mode::Spend).await;
-    assert!(matches!(
-        empty.error.as_deref(),
-        Some(Error::InvalidCall(_))
-    ));
-    assert_eq!(reports.seen().len(), 4);
-    // A failure handler that panics does not take the request down.
-    let broken = RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Open)
+        .await
+    })
+    .await
+    .expect("three costs for two limits were sent");
+    assert!(mismatch.contains("one cost per limit"), "{mismatch}");
+    let rl = reports.limiter(&url, FailurePolicy::Open);
+    assert!(
+        panic_of(async move { rl.check_all(&[], 1, redis_rl_client::Mode::Spend).await })
+            .await
+            .is_some()
+    );
+    // Nothing reached Redis, and the failure policy decided nothing.
+    assert!(reports.seen().is_empty(), "{:?}", reports.seen());
+    let calls: String = server.query(redis::cmd("INFO").arg("commandstats"));
+    assert!(!calls.contains("cmdstat_rl."), "{calls}");
+}
+
+#[tokio::test]
+async fn a_layer_with_a_bad_limit_fails_at_startup() {
+    let rl = RateLimiter::new(connect("redis://127.0.0.1:1").unwrap(), FailurePolicy::Open);
+    let bad = Limit::gcra("burst", "rl:demo", 10, Duration::from_secs(1)).burst(0);
+    match redis_rl_client::RateLimitLayer::try_new(rl, [bad]) {
+        Err(Error::InvalidLimit { name, reason }) => {
+            assert_eq!(name, "burst");
+            assert!(reason.contains("burst"), "{reason}");
+        }
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a burst of 0 was accepted"),
+    }
+}
+
+#[tokio::test]
+async fn a_broken_reporter_does_not_take_the_request_down() {
+    let bare = Server::bare();
+    let broken = RateLimiter::new(connect(&bare.url()).unwrap(), FailurePolicy::Open)
         .on_failure(|_, _| panic!("broken reporter"));
-    let d = broken
-        .check(
-            &Limit::fixed("f", "rl:{bad}", 0, Duration::from_secs(10)),
-            1,
-        )
-        .await;
+    let d = broken.check(&limit(), 1).await;
     assert!(d.allowed && d.source == Source::Failure);
 }
 

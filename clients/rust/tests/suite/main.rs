@@ -3,6 +3,8 @@
 
 mod common;
 
+#[cfg(feature = "axum-07")]
+mod axum07;
 mod cluster;
 mod commands;
 mod concurrency;
