@@ -84,6 +84,7 @@ test-node: build ## only the Node kit's suite
 
 # The Rust kit (clients/rust, its own crate and Cargo.lock): fmt, clippy, tests.
 test-rust: build ## only the Rust kit's suite
+	@command -v curl >/dev/null || $(MAKE) deps APT_PACKAGES=curl
 	clients/rust/test.sh
 
 # The integration suite on every supported server: Debian's Redis 7.0.15, Redis 7.2.6
