@@ -508,7 +508,7 @@ function A.SLIDELOG.decide(st, spec, now)
   local count, limit, cost, w = log.count, spec.limit, spec.cost, spec.w
   local allowed = count + cost <= limit
   local used_after = allowed and count + cost or count
-  local function gone_after(t) return math.max(t + w - now, 0) end
+  local function gone_after(t) return math.max((t - now) + w, 0) end
   local retry
   if allowed then retry = 0
   elseif cost > limit then retry = -1
@@ -646,7 +646,8 @@ function A.CONCURRENCY.decide(st, spec, now)
   local count, limit = log.count, spec.limit
   local allowed = held or (not spec.renew_only and count < limit)
   local after = (allowed and not held) and count + 1 or count
-  local untl = now + spec.w
+  -- now + ttl may pass 2^53 (it is then refused, but still replied): exact.
+  local untl = add(now, spec.w)
   local retry
   if allowed then retry = 0
   elseif spec.renew_only then retry = -1
@@ -657,15 +658,15 @@ function A.CONCURRENCY.decide(st, spec, now)
   local last
   local others = allowed and log.newest_except_member() or nil
   if allowed then
-    last = others and math.max(math.max(others, 0), untl) or untl
+    last = others and max(math.max(others, 0), untl) or untl
   else
     last = log.newest()
     if last and last < 0 then last = nil end
   end
   local d = decision(allowed, remaining(limit, after), retry,
-    last and ceil_ms(math.max(last - now, 0)) or 0)
+    last and ceil_ms(subsat(last, now)) or 0)
   if not allowed then return d, {} end
-  if untl > MAX_NOW_US then
+  if cmp(untl, MAX_NOW_US) > 0 then
     return d, function() fail('ERR RL.CONCURRENCY: the lease would expire after 2255 (ttl too long for NOW)') end
   end
   return d, { { op = 'trim', key = 1, cutoff = now }, { op = 'zadd_member', key = 1, score = untl },
@@ -928,9 +929,29 @@ end
 -- The engine (src/server/engine.rs): read every key, check everything that can
 -- refuse, then write. A refused call changes nothing.
 
+-- Whether Redis Cluster hashes only part of the key (a non-empty {tag}).
+local function has_hash_tag(key)
+  local open = string.find(key, '{', 1, true)
+  if not open then return false end
+  local close = string.find(key, '}', open + 1, true)
+  return close ~= nil and close > open + 1
+end
+
+local cluster_mode
+local function in_cluster()
+  if cluster_mode == nil then
+    cluster_mode = string.find(redis.call('INFO', 'cluster'), 'cluster_enabled:1', 1, true) ~= nil
+  end
+  return cluster_mode
+end
+
 local function load(l, now)
   if l.algo.check then l.algo.check(l.spec) end
   l.uses = l.algo.keys(l.spec, l.key, now)
+  -- Derived keys must share the key's slot, which only a hash tag guarantees.
+  if l.uses[1].name ~= l.key and not has_hash_tag(l.key) and in_cluster() then
+    fail("ERR key '" .. l.key .. "' needs a {hash tag} in cluster mode, so that its per-window keys stay in its slot")
+  end
   local st = {}
   for i, u in ipairs(l.uses) do
     if u.kind == 'int' then st[i] = read_counter(u.name)
@@ -1128,6 +1149,11 @@ local function main(command)
   end)
   if ok then return result end
   if type(result) == 'table' and result.rl then return redis.error_reply(result.rl) end
+  -- Redis refuses a script's first write under maxmemory: the module's text for it.
+  local text = type(result) == 'table' and result.err or tostring(result)
+  if string.sub(text, 1, 4) == 'OOM ' then
+    return redis.error_reply("OOM command not allowed when used memory > 'maxmemory'.")
+  end
   error(result, 0)
 end
 
