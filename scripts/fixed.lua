@@ -394,10 +394,11 @@ local function decision(allowed, rem, retry, reset)
   return { allowed = allowed, remaining = rem, retry = retry, reset = reset }
 end
 
--- An i64 reply: the module saturates at i64::MAX, which a double cannot hold exactly.
+-- An integer reply. Past 2^53 a Lua number is the nearest double; the module's
+-- i64::MAX saturation is the largest double below 2^63 here.
 local function int(x)
-  if type(x) ~= 'number' then return 9223372036854775807 end
-  return x
+  if type(x) == 'number' then return x end
+  return math.min(tofloat(x), 9223372036854774784)
 end
 
 local function ints(d)
