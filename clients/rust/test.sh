@@ -14,5 +14,8 @@ cargo fmt -- --check
 cargo clippy --locked --all-targets --features axum-07 -- -D warnings
 # Builds the examples too (tests/suite/example.rs runs examples/axum.rs).
 cargo test --locked --features axum-07 "$@"
+# The integration suite again on servers without the module: the kit decides through
+# its scripts (Backend::Auto detects it).
+RL_BACKEND=scripts cargo test --locked --features axum-07 --test suite "$@"
 # The packaged crate in a fresh app (tests/package.sh).
 tests/package.sh

@@ -15,7 +15,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let port = std::env::var("PORT").unwrap_or_else(|_| "3000".into());
     // Redis down → admit, and report it on stderr. Without an edge limiter, choose Closed.
-    let limiter = RateLimiter::new(connect(&url)?, FailurePolicy::Open);
+    let mut limiter = RateLimiter::new(connect(&url)?, FailurePolicy::Open);
+    // On a Redis without the module the kit decides through scripts, and computes
+    // RL.PSEUDONYM itself from the same secret as the server's.
+    if let Ok(secret) = std::env::var("RL_SECRET") {
+        limiter = limiter.pseudonym_secret(secret);
+    }
     // Key prefixes: a request's key is `<prefix>:{<RL.PSEUDONYM of its IP>}`.
     let layer = RateLimitLayer::new(
         limiter,

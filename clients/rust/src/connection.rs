@@ -73,6 +73,7 @@ where
 }
 
 /// Where a command must go in a cluster.
+#[derive(Clone, Copy)]
 pub(crate) enum Target<'a> {
     /// The node that serves this key's slot.
     Key(&'a str),

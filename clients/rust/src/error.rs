@@ -11,8 +11,11 @@ pub enum Error {
     #[error("{0}")]
     Redis(#[from] redis::RedisError),
     /// The server has no RL.* commands: the module is not loaded there.
-    #[error("{0} (the redis-rl module is not loaded on this server: add `loadmodule /path/to/libredis_rl.so` to its redis.conf, or run MODULE LOAD)")]
+    #[error("{0} (the redis-rl module is not loaded on this server: add `loadmodule /path/to/libredis_rl.so` to its redis.conf, or run MODULE LOAD; or use Backend::Auto, which decides through scripts there)")]
     ModuleNotLoaded(String),
+    /// RL.PSEUDONYM on the scripts backend without [`crate::RateLimiter::pseudonym_secret`].
+    #[error("RL.PSEUDONYM on a server without the module needs the secret in the app: RateLimiter::pseudonym_secret")]
+    NoSecret,
     /// No answer within the limiter's timeout.
     #[error("no reply within {0:?}")]
     Timeout(Duration),

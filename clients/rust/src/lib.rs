@@ -4,6 +4,7 @@
 //! (feature `tower`, on by default) a tower layer for axum. It decides nothing itself:
 //! every decision is the module's.
 
+pub mod backend;
 pub mod cache;
 pub mod connection;
 pub mod decision;
@@ -15,7 +16,9 @@ pub mod key;
 pub mod layer;
 pub mod limit;
 pub mod limiter;
+mod pseudonym;
 
+pub use backend::Backend;
 pub use cache::{DenyCache, PseudonymCache};
 pub use connection::{connect, connect_cluster, Connection};
 pub use decision::{Decision, Source, Throttle};

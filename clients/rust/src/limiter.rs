@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{Cmd, Value};
 
+use crate::backend::{self, Backend, Detected};
 use crate::cache::{DenyCache, Entry};
 use crate::connection::{Connection, Target};
 use crate::decision::{self, Decision, Source, Throttle};
@@ -85,6 +86,9 @@ pub struct RateLimiter {
     clock: Option<Clock>,
     deny_cache: Option<Arc<DenyCache>>,
     timeout: Duration,
+    backend: Backend,
+    detected: Arc<Detected>,
+    secret: Option<Arc<[u8]>>,
 }
 
 /// µs on a monotonic timeline (for the deny cache when the server's clock decides).
@@ -111,6 +115,33 @@ impl RateLimiter {
             clock: None,
             deny_cache: None,
             timeout: DEFAULT_TIMEOUT,
+            backend: Backend::Auto,
+            detected: Arc::new(Detected::default()),
+            secret: None,
+        }
+    }
+
+    /// Which commands decide (default [`Backend::Auto`]: the module where the server has
+    /// it, else Lua scripts with the module's contract, on the same keys).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// RL.PSEUDONYM's secret, for the scripts backend: Redis Lua has no SHA-256, so the
+    /// kit computes the module's pseudonym itself (the same HMAC, day and output). The
+    /// module's backend never uses it: there the server's secret decides.
+    pub fn pseudonym_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.secret = Some(Arc::from(secret.as_ref()));
+        self
+    }
+
+    /// Whether calls go to the scripts now (with `Auto`: what was detected).
+    pub fn on_scripts(&self) -> bool {
+        match self.backend {
+            Backend::Module => false,
+            Backend::Scripts => true,
+            Backend::Auto => self.detected.scripts(),
         }
     }
 
@@ -327,7 +358,7 @@ impl RateLimiter {
             cmd.arg("NOW").arg(now);
         }
         match self
-            .send(cmd, Target::Key(key))
+            .send_limiter(cmd, &[key])
             .await
             .and_then(|reply| decision::parse_throttle(&reply))
         {
@@ -364,8 +395,24 @@ impl RateLimiter {
         if let Some(bits) = prefix6 {
             cmd.arg("PREFIX6").arg(bits);
         }
-        cmd.arg("NOW").arg(self.now_us());
+        let now = self.now_us();
+        cmd.arg("NOW").arg(now);
+        let local = || match &self.secret {
+            Some(secret) => Ok(crate::pseudonym::pseudonym(
+                secret, identity, scope, prefix6, now,
+            )),
+            None => Err(Unavailable {
+                decision: self.fail(Error::NoSecret, "RL.PSEUDONYM"),
+            }),
+        };
+        if self.on_scripts() {
+            return local();
+        }
         let answer = match self.send(cmd, Target::Any).await {
+            Err(Error::ModuleNotLoaded(_)) if self.backend == Backend::Auto => {
+                self.detected.found_no_module();
+                return local();
+            }
             Ok(Value::BulkString(bytes)) => {
                 String::from_utf8(bytes).map_err(|e| Error::UnexpectedReply {
                     command: "RL.PSEUDONYM".into(),
@@ -406,11 +453,12 @@ impl RateLimiter {
                 }
             }
         }
-        let Some(first_key) = entry.limits.first().map(|l| l.key.clone()) else {
+        if entry.limits.is_empty() {
             return self.fail(Error::InvalidCall("no limit"), command);
-        };
+        }
+        let keys: Vec<&str> = entry.limits.iter().map(|l| l.key.as_str()).collect();
         let result = self
-            .send(build(now), Target::Key(&first_key))
+            .send_limiter(build(now), &keys)
             .await
             .and_then(|reply| read(&reply));
         match result {
@@ -424,8 +472,48 @@ impl RateLimiter {
         }
     }
 
+    /// A limiter command on the backend in force: the module's, or its script (loaded
+    /// again on NOSCRIPT, after a restart or a failover); with `Auto`, a server without
+    /// the module switches this limiter to the scripts, for this call too.
+    async fn send_limiter(&self, cmd: Cmd, keys: &[&str]) -> Result<Value, Error> {
+        let target = keys.first().map_or(Target::Any, |k| Target::Key(k));
+        if !self.on_scripts() {
+            match self.send(cmd.clone(), target).await {
+                Err(Error::ModuleNotLoaded(_)) if self.backend == Backend::Auto => {
+                    self.detected.found_no_module();
+                }
+                other => return other,
+            }
+        }
+        let Some((eval, script)) = backend::as_script(&cmd, keys) else {
+            return Err(Error::InvalidCall("this command has no script"));
+        };
+        match self.send(eval.clone(), target).await {
+            Err(Error::Redis(e)) if e.code() == Some("NOSCRIPT") => {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(script.source);
+                let loaded = self.send(load, target).await?;
+                if loaded != Value::BulkString(script.sha.clone().into_bytes())
+                    && loaded != Value::SimpleString(script.sha.clone())
+                {
+                    return Err(Error::unexpected("SCRIPT LOAD", &loaded));
+                }
+                self.send(eval, target).await
+            }
+            other => other,
+        }
+    }
+
     async fn send(&self, cmd: Cmd, target: Target<'_>) -> Result<Value, Error> {
-        match tokio::time::timeout(self.timeout, self.conn.send(cmd, target)).await {
+        let sent = tokio::time::timeout(self.timeout, self.conn.send(cmd, target)).await;
+        if let Ok(Err(error)) = &sent {
+            if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
+            {
+                // Reconnected, the server may be another one, or have the module now.
+                self.detected.forget();
+            }
+        }
+        match sent {
             Ok(Ok(Value::ServerError(error))) => Err(not_loaded_hint(error.into())),
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(not_loaded_hint(error)),
@@ -507,7 +595,7 @@ fn throttle_checked(max_burst: u64, count: u64, period_s: u64, quantity: u64) {
 /// what to do, in what the failure handler reports.
 fn not_loaded_hint(error: redis::RedisError) -> Error {
     let text = error.to_string();
-    if text.contains("unknown command") && text.to_ascii_lowercase().contains("'rl.") {
+    if backend::is_unknown_rl_command(&error) {
         Error::ModuleNotLoaded(text)
     } else {
         Error::Redis(error)

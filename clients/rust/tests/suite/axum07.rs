@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::common::{key, Server};
 use axum07::routing::get;
 use axum07::Router;
-use redis_rl_client::{connect, FailurePolicy, Limit, RateLimitLayer, RateLimiter};
+use redis_rl_client::{connect, FailurePolicy, Limit, RateLimitLayer};
 
 fn get_once(port: u16) -> String {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -26,7 +26,8 @@ fn get_once(port: u16) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_axum_07_app_is_limited_by_its_peer_ip() {
     let server = Server::start();
-    let limiter = RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed);
+    let limiter =
+        crate::common::rate_limiter(connect(&server.url()).unwrap(), FailurePolicy::Closed);
     // An exact log: two a minute, whatever the wall clock's window boundaries.
     let layer = RateLimitLayer::new(
         limiter,

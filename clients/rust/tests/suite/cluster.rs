@@ -34,7 +34,7 @@ async fn cluster_routing() {
     let clock = FakeClock::new();
     let failures = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let seen = failures.clone();
-    let rl = RateLimiter::new(
+    let rl = crate::common::rate_limiter(
         connect_cluster(cluster.urls()).unwrap(),
         FailurePolicy::Closed,
     )
@@ -121,25 +121,31 @@ async fn cluster_routing() {
         "every call reached the key's node first time"
     );
 
-    // The count works: the same RL.ALL through redis-rs's own routing (by the first
-    // argument, RL.ALL's count of limits) is redirected for keys on the other nodes.
-    let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
-    let mut raw = client.get_async_connection().await.unwrap();
-    for user in 0..24 {
-        let key = format!("rl:{{user{user}}}:raw");
-        let mut cmd = redis::cmd("RL.ALL");
-        cmd.arg(1).arg("FIXED").arg(&key).arg(5).arg(10);
-        let _: redis::Value = cmd.query_async(&mut raw).await.unwrap();
-    }
-    assert!(cluster.moved() > 0, "the control call was never redirected");
+    // The control (the module's RL.ALL through redis-rs's own routing) and the module's
+    // refusal of an untagged key need the module.
+    if crate::common::scripts_backend() {
+        println!("SKIPPED: the MOVED control and the untagged-key refusal need the module");
+    } else {
+        // The count works: the same RL.ALL through redis-rs's own routing (by the first
+        // argument, RL.ALL's count of limits) is redirected for keys on the other nodes.
+        let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+        let mut raw = client.get_async_connection().await.unwrap();
+        for user in 0..24 {
+            let key = format!("rl:{{user{user}}}:raw");
+            let mut cmd = redis::cmd("RL.ALL");
+            cmd.arg(1).arg("FIXED").arg(&key).arg(5).arg(10);
+            let _: redis::Value = cmd.query_async(&mut raw).await.unwrap();
+        }
+        assert!(cluster.moved() > 0, "the control call was never redirected");
 
-    // An untagged key: the module's own refusal, through the failure policy.
-    let untagged = rl
-        .check(&Limit::fixed("f", "rl:untagged", 5, window), 1)
-        .await;
-    assert_eq!(untagged.source, Source::Failure);
-    let message = untagged.error.as_ref().unwrap().to_string();
-    assert!(message.contains("hash tag"), "{message}");
+        // An untagged key: the module's own refusal, through the failure policy.
+        let untagged = rl
+            .check(&Limit::fixed("f", "rl:untagged", 5, window), 1)
+            .await;
+        assert_eq!(untagged.source, Source::Failure);
+        let message = untagged.error.as_ref().unwrap().to_string();
+        assert!(message.contains("hash tag"), "{message}");
+    }
 
     // The tower layer on the cluster: RL.PSEUDONYM of the peer, then RL.ALL on its node.
     cluster.reset_stats();

@@ -8,7 +8,7 @@ use redis_rl_client::{
 };
 
 fn limiter(server: &Server, clock: &FakeClock) -> RateLimiter {
-    RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed)
+    crate::common::rate_limiter(connect(&server.url()).unwrap(), FailurePolicy::Closed)
         .clock(clock.as_fn())
         .on_failure(|error, command| panic!("{command} failed: {error}"))
 }
@@ -295,7 +295,7 @@ async fn pseudonym() {
 async fn server_clock_without_now() {
     // Without a clock the server's clock decides (no NOW is sent).
     let server = Server::start();
-    let rl = RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed);
+    let rl = crate::common::rate_limiter(connect(&server.url()).unwrap(), FailurePolicy::Closed);
     let limit = Limit::slidelog("log", key("server-clock"), 1, Duration::from_secs(60));
     assert!(rl.check(&limit, 1).await.allowed);
     let denied = rl.check(&limit, 1).await;

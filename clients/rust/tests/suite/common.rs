@@ -75,8 +75,10 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server for the suite's backend: with the module, or, with
+    /// `RL_BACKEND=scripts`, without it (the kit then decides through its scripts).
     pub fn start() -> Server {
-        Self::spawn(true, false)
+        Self::spawn(!scripts_backend(), false)
     }
 
     /// A server without the module: every RL.* is an unknown command.
@@ -86,7 +88,7 @@ impl Server {
 
     /// A server with the module on a given port (to bring one back after a stop).
     pub fn start_on(port: u16) -> Server {
-        Self::spawn_on(true, false, port)
+        Self::spawn_on(!scripts_backend(), false, port)
     }
 
     fn spawn(with_module: bool, cluster: bool) -> Server {
@@ -116,6 +118,9 @@ impl Server {
             "",
             "--appendonly",
             "no",
+            // A test loads the module into a server that started without it.
+            "--enable-module-command",
+            "yes",
         ])
         .arg("--dir")
         .arg(&dir)
@@ -192,7 +197,9 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
-        let nodes: Vec<Server> = (0..3).map(|_| Server::spawn(true, true)).collect();
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| Server::spawn(!scripts_backend(), true))
+            .collect();
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
@@ -280,6 +287,21 @@ impl Cluster {
 }
 
 /// A unique, hash-tagged base key per test.
+/// Whether this run of the suite is the scripts backend's (`RL_BACKEND=scripts`: every
+/// server the suite starts lacks the module).
+pub fn scripts_backend() -> bool {
+    std::env::var("RL_BACKEND").is_ok_and(|b| b == "scripts")
+}
+
+/// The suite's limiter: the default backend (auto), with the secret the servers have,
+/// so that RL.PSEUDONYM gives the same answer on both backends.
+pub fn rate_limiter(
+    conn: impl Into<redis_rl_client::Connection>,
+    policy: redis_rl_client::FailurePolicy,
+) -> redis_rl_client::RateLimiter {
+    redis_rl_client::RateLimiter::new(conn, policy).pseudonym_secret(SECRET)
+}
+
 pub fn key(name: &str) -> String {
     format!("rl:{{{name}}}")
 }

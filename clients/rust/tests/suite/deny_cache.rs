@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::{key, FakeClock, Server};
-use redis_rl_client::{connect, DenyCache, FailurePolicy, Limit, Mode, RateLimiter, Source};
+use redis_rl_client::{connect, DenyCache, FailurePolicy, Limit, Mode, Source};
 
 /// A small deterministic generator (no dependency): the steps and costs of the walk.
 struct Steps(u64);
@@ -35,11 +35,13 @@ async fn never_denies_what_redis_would_admit() {
     ];
     for limits in cases {
         let clock = FakeClock::new();
-        let cached = RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed)
-            .clock(clock.as_fn())
-            .deny_cache(DenyCache::new(100));
-        let oracle = RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed)
-            .clock(clock.as_fn());
+        let cached =
+            crate::common::rate_limiter(connect(&server.url()).unwrap(), FailurePolicy::Closed)
+                .clock(clock.as_fn())
+                .deny_cache(DenyCache::new(100));
+        let oracle =
+            crate::common::rate_limiter(connect(&server.url()).unwrap(), FailurePolicy::Closed)
+                .clock(clock.as_fn());
         let mut steps = Steps(0x9e37_79b9_7f4a_7c15);
         let mut hits = 0;
         for _ in 0..300 {
@@ -84,7 +86,7 @@ async fn never_denies_what_redis_would_admit() {
 async fn refund_and_reset_forget_the_keys() {
     let server = Server::start();
     let clock = FakeClock::new();
-    let rl = RateLimiter::new(connect(&server.url()).unwrap(), FailurePolicy::Closed)
+    let rl = crate::common::rate_limiter(connect(&server.url()).unwrap(), FailurePolicy::Closed)
         .clock(clock.as_fn())
         .deny_cache(DenyCache::new(100));
     let limit = Limit::fixed("f", key("dc-refund"), 2, Duration::from_secs(10));

@@ -44,6 +44,7 @@ fn axum_example_limits_over_http() {
     let _app = Running(
         Command::new(example_binary())
             .env("REDIS_URL", server.url())
+            .env("RL_SECRET", crate::common::SECRET)
             .env("PORT", port.to_string())
             .stdout(Stdio::null())
             .spawn()

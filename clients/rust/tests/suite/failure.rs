@@ -25,11 +25,13 @@ struct Reports(Arc<Mutex<Vec<(String, String)>>>);
 impl Reports {
     fn limiter(&self, url: &str, policy: FailurePolicy) -> RateLimiter {
         let seen = self.0.clone();
-        RateLimiter::new(connect(url).unwrap(), policy).on_failure(move |error, command| {
-            seen.lock()
-                .unwrap()
-                .push((command.to_string(), error.to_string()))
-        })
+        crate::common::rate_limiter(connect(url).unwrap(), policy).on_failure(
+            move |error, command| {
+                seen.lock()
+                    .unwrap()
+                    .push((command.to_string(), error.to_string()))
+            },
+        )
     }
     fn seen(&self) -> Vec<(String, String)> {
         self.0.lock().unwrap().clone()
@@ -162,7 +164,11 @@ async fn lost_connection() {
 async fn module_not_loaded() {
     let bare = Server::bare();
     for policy in [FailurePolicy::Open, FailurePolicy::Closed] {
-        let (decision, reports, _) = checked(&bare.url(), policy).await;
+        let reports = Reports::default();
+        let rl = reports
+            .limiter(&bare.url(), policy)
+            .backend(redis_rl_client::Backend::Module);
+        let decision = rl.check(&limit(), 1).await;
         assert_eq!(decision.allowed, policy == FailurePolicy::Open);
         let message = decision.error.as_ref().unwrap().to_string();
         assert!(message.contains("unknown command"), "{message}");
@@ -244,7 +250,8 @@ async fn mistakes_are_raised_to_the_caller_never_sent_to_the_failure_policy() {
 
 #[tokio::test]
 async fn a_layer_with_a_bad_limit_fails_at_startup() {
-    let rl = RateLimiter::new(connect("redis://127.0.0.1:1").unwrap(), FailurePolicy::Open);
+    let rl =
+        crate::common::rate_limiter(connect("redis://127.0.0.1:1").unwrap(), FailurePolicy::Open);
     let bad = Limit::gcra("burst", "rl:demo", 10, Duration::from_secs(1)).burst(0);
     match redis_rl_client::RateLimitLayer::try_new(rl, [bad]) {
         Err(Error::InvalidLimit { name, reason }) => {
@@ -259,7 +266,8 @@ async fn a_layer_with_a_bad_limit_fails_at_startup() {
 #[tokio::test]
 async fn a_broken_reporter_does_not_take_the_request_down() {
     let bare = Server::bare();
-    let broken = RateLimiter::new(connect(&bare.url()).unwrap(), FailurePolicy::Open)
+    let broken = crate::common::rate_limiter(connect(&bare.url()).unwrap(), FailurePolicy::Open)
+        .backend(redis_rl_client::Backend::Module)
         .on_failure(|_, _| panic!("broken reporter"));
     let d = broken.check(&limit(), 1).await;
     assert!(d.allowed && d.source == Source::Failure);
@@ -315,7 +323,7 @@ async fn dead_cluster() {
     ];
     let reports = Reports::default();
     let seen = reports.0.clone();
-    let rl = RateLimiter::new(
+    let rl = crate::common::rate_limiter(
         redis_rl_client::connect_cluster(&urls).unwrap(),
         FailurePolicy::Closed,
     )

@@ -5,6 +5,7 @@ mod common;
 
 #[cfg(feature = "axum-07")]
 mod axum07;
+mod backend;
 mod cluster;
 mod commands;
 mod concurrency;
