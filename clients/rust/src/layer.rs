@@ -240,7 +240,8 @@ where
 /// What the limits said about a request, before the handler runs.
 enum Verdict {
     /// Run the handler with these headers (none when the failure policy admitted).
-    Pass(Headers, Option<Lease>),
+    /// (The lease is boxed: it holds a limiter, and most requests take none.)
+    Pass(Headers, Option<Box<Lease>>),
     /// Answer this instead.
     Refuse(StatusCode, Headers, &'static str),
 }
@@ -319,7 +320,7 @@ impl<K: KeyExtractor> Settings<K> {
         // Denied in shadow mode: RL.ALL took no lease, there is nothing to give back.
         let lease = lease.filter(|_| decision.allowed).map(|(limit, id)| {
             req.extensions_mut().insert(RequestId(id.clone()));
-            Lease::new(self.limiter.clone(), limit, id)
+            Box::new(Lease::new(self.limiter.clone(), limit, id))
         });
         req.extensions_mut().insert(decision);
         Verdict::Pass(headers, lease)

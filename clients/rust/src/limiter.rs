@@ -397,21 +397,13 @@ impl RateLimiter {
         }
         let now = self.now_us();
         cmd.arg("NOW").arg(now);
-        let local = || match &self.secret {
-            Some(secret) => Ok(crate::pseudonym::pseudonym(
-                secret, identity, scope, prefix6, now,
-            )),
-            None => Err(Unavailable {
-                decision: self.fail(Error::NoSecret, "RL.PSEUDONYM"),
-            }),
-        };
         if self.on_scripts() {
-            return local();
+            return self.local_pseudonym(identity, scope, prefix6, now);
         }
         let answer = match self.send(cmd, Target::Any).await {
             Err(Error::ModuleNotLoaded(_)) if self.backend == Backend::Auto => {
                 self.detected.found_no_module();
-                return local();
+                return self.local_pseudonym(identity, scope, prefix6, now);
             }
             Ok(Value::BulkString(bytes)) => {
                 String::from_utf8(bytes).map_err(|e| Error::UnexpectedReply {
@@ -426,6 +418,26 @@ impl RateLimiter {
         answer.map_err(|error| Unavailable {
             decision: self.fail(error, "RL.PSEUDONYM"),
         })
+    }
+
+    /// RL.PSEUDONYM computed here, for the scripts backend.
+    // The same error type as `pseudonym()`, whose callers get it.
+    #[allow(clippy::result_large_err)]
+    fn local_pseudonym(
+        &self,
+        identity: &str,
+        scope: Option<&str>,
+        prefix6: Option<u8>,
+        now: i64,
+    ) -> Result<String, Unavailable> {
+        match &self.secret {
+            Some(secret) => Ok(crate::pseudonym::pseudonym(
+                secret, identity, scope, prefix6, now,
+            )),
+            None => Err(Unavailable {
+                decision: self.fail(Error::NoSecret, "RL.PSEUDONYM"),
+            }),
+        }
     }
 
     /// The cache, the round trip, the reading of the reply, and the policy on failure.

@@ -64,7 +64,7 @@ async fn scripts_are_loaded_again_after_a_flush() {
     let limit = Limit::gcra("g", key("flush"), 10, Duration::from_secs(1)).burst(2);
     assert!(rl.check(&limit, 1).await.allowed);
     // A restart or a failover empties the script cache: NOSCRIPT, then loaded again.
-    let _: () = server.query(&redis::cmd("SCRIPT").arg("FLUSH"));
+    let _: () = server.query(redis::cmd("SCRIPT").arg("FLUSH"));
     let second = rl.check(&limit, 1).await;
     assert_eq!((second.allowed, second.source), (true, Source::Redis));
     assert!(!rl.check(&limit, 1).await.allowed);
