@@ -60,8 +60,8 @@ echo "$first" | grep -q '^HTTP/1.1 200' || { echo "package: no 200 from the pack
 echo "$first" | grep -qi '^ratelimit-policy: "burst";q=10;w=1, "minute";q=100;w=60' || { echo "package: no RateLimit-Policy:"; echo "$first"; exit 1; }
 # One curl for the 20 requests, on one connection: fast enough for 10 a second with a
 # burst of 2 to refuse some, even on a loaded machine.
-urls=$(for _ in $(seq 20); do printf 'http://127.0.0.1:%s/ ' "$http_port"; done)
+urls=$(for _ in $(seq 20); do printf -- '-o /dev/null http://127.0.0.1:%s/ ' "$http_port"; done)
 # shellcheck disable=SC2086
-statuses=$(curl -s -o /dev/null -w '%{http_code}\n' $urls)
+statuses=$(curl -s -w '%{http_code}\n' $urls)
 echo "$statuses" | grep -q '^429$' || { echo "package: 20 requests in a row met no 429: $statuses"; cat "$scratch/app.log"; exit 1; }
 echo "package: redis-rl-client-$version.crate installed into a fresh app, 200 then 429 through it: 1 passed, 0 failed"
