@@ -177,7 +177,10 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// ([`RateLimitLayer::shadow_denied`]) and reported to `on_shadow`; its headers still
     /// tell the real state. How a new limit is rolled out safely.
     pub fn shadow(self, on: bool) -> Self {
-        self.with(|s| s.shadow = on)
+        self.with(|s| {
+            s.shadow = on;
+            s.limiter.shadow = on;
+        })
     }
 
     /// Where shadow mode reports a would-be denial (default: a line on stderr).

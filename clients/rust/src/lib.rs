@@ -16,6 +16,7 @@ pub mod key;
 pub mod layer;
 pub mod limit;
 pub mod limiter;
+pub mod metrics;
 mod pseudonym;
 
 pub use backend::Backend;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::{Cmd, Value};
 
 use crate::backend::{self, Backend, Detected};
+use crate::metrics::{self, Outcome};
 use crate::cache::{DenyCache, Entry};
 use crate::connection::{Connection, Target};
 use crate::decision::{self, Decision, Source, Throttle};
@@ -89,6 +90,10 @@ pub struct RateLimiter {
     backend: Backend,
     detected: Arc<Detected>,
     secret: Option<Arc<[u8]>>,
+    metrics: bool,
+    /// Set on the tower layer's own copy in shadow mode: a denial it lets through is
+    /// counted as `shadow_denied`.
+    pub(crate) shadow: bool,
 }
 
 /// µs on a monotonic timeline (for the deny cache when the server's clock decides).
@@ -118,7 +123,17 @@ impl RateLimiter {
             backend: Backend::Auto,
             detected: Arc::new(Detected::default()),
             secret: None,
+            metrics: false,
+            shadow: false,
         }
+    }
+
+    /// Count every decision and time every call through the `metrics` facade
+    /// (`redis_rl_decisions_total`, `redis_rl_call_duration_seconds`; see
+    /// [`crate::metrics`]). Off by default.
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
     }
 
     /// Which commands decide (default [`Backend::Auto`]: the module where the server has
@@ -460,6 +475,10 @@ impl RateLimiter {
                 Mode::Refund | Mode::Reset => cache.forget(&entry.limits),
                 Mode::Spend | Mode::Peek => {
                     if let Some(hit) = cache.lookup(&entry, instant) {
+                        if self.metrics {
+                            let scripts = self.on_scripts();
+                            metrics::record(&entry.limits, Outcome::CacheDenied, scripts, None);
+                        }
                         return hit;
                     }
                 }
@@ -469,19 +488,32 @@ impl RateLimiter {
             return self.fail(Error::InvalidCall("no limit"), command);
         }
         let keys: Vec<&str> = entry.limits.iter().map(|l| l.key.as_str()).collect();
+        let started = Instant::now();
         let result = self
             .send_limiter(build(now), &keys)
             .await
             .and_then(|reply| read(&reply));
-        match result {
+        let took = started.elapsed();
+        let decision = match result {
             Ok(decision) => {
                 if let (Some(cache), Mode::Spend | Mode::Peek) = (&self.deny_cache, mode) {
-                    cache.remember(entry, instant, &decision);
+                    cache.remember(entry.clone(), instant, &decision);
                 }
                 decision
             }
             Err(error) => self.fail(error, command),
+        };
+        if self.metrics {
+            let outcome = match (decision.source, decision.allowed) {
+                (Source::Failure, true) => Outcome::FailureOpen,
+                (Source::Failure, false) => Outcome::FailureClosed,
+                (_, true) => Outcome::Allowed,
+                (_, false) if self.shadow => Outcome::ShadowDenied,
+                (_, false) => Outcome::Denied,
+            };
+            metrics::record(&entry.limits, outcome, self.on_scripts(), Some(took));
         }
+        decision
     }
 
     /// A limiter command on the backend in force: the module's, or its script (loaded
