@@ -10,6 +10,7 @@ pub mod error;
 mod fuzz;
 pub mod layout;
 pub mod pseudonym;
+pub mod top;
 pub mod server;
 
 #[cfg(not(test))]
