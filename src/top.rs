@@ -98,7 +98,9 @@ impl Summary {
 
     /// The entries, highest count first.
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.order.iter().filter_map(|&id| self.entries.get(id as usize))
+        self.order
+            .iter()
+            .filter_map(|&id| self.entries.get(id as usize))
     }
 
     /// One denial of `key`.
