@@ -61,11 +61,14 @@ pub struct Summary {
 impl Summary {
     pub fn new(capacity: usize) -> Summary {
         let slots = (capacity.max(1) * 2).next_power_of_two();
+        // The entries grow as keys are denied (a large rl.top-size costs only what it
+        // holds); the index is allocated whole, at 8 bytes per entry.
+        let start = capacity.min(64);
         Summary {
             capacity,
-            entries: Vec::with_capacity(capacity),
-            order: Vec::with_capacity(capacity),
-            buckets: Vec::with_capacity(capacity),
+            entries: Vec::with_capacity(start),
+            order: Vec::with_capacity(start),
+            buckets: Vec::with_capacity(start),
             free_buckets: Vec::new(),
             index: vec![EMPTY; slots],
             floor: 0,

@@ -333,6 +333,13 @@ fn top_size_zero_turns_it_off_and_resizing_keeps_the_worst() {
     set_size(&mut c, 0);
     assert_eq!(top(&mut c, ""), vec![]);
     assert_eq!(info_field(&mut c, "rl_top_entries"), 0);
+    assert_eq!(
+        info_field(&mut c, "rl_top_bytes"),
+        0,
+        "off frees the memory"
+    );
+    rl(&mut c, &format!("RL.FIXED c 1 60 NOW {NOW}"));
+    assert_eq!(top(&mut c, ""), vec![], "off counts nothing");
     let e = err_line(&mut c, "CONFIG SET rl.top-size -1");
     assert!(e.starts_with("ERR"), "{e}");
 }

@@ -36,11 +36,17 @@ impl ConfigurationValue<i64> for TopSize {
 
     fn set(&self, _ctx: &ConfigurationContext, value: i64) -> std::result::Result<(), RedisError> {
         self.0.store(value, Ordering::Relaxed);
-        let mut s = summary();
-        if let Some(s) = s.as_mut() {
-            s.resize(usize::try_from(value).unwrap_or(0));
-            ENTRIES.store(s.len(), Ordering::Relaxed);
+        let mut guard = summary();
+        match usize::try_from(value).unwrap_or(0) {
+            // Off: the memory goes too.
+            0 => *guard = None,
+            size => {
+                if let Some(s) = guard.as_mut() {
+                    s.resize(size);
+                }
+            }
         }
+        ENTRIES.store(guard.as_ref().map_or(0, Summary::len), Ordering::Relaxed);
         Ok(())
     }
 }
