@@ -3,7 +3,6 @@
 
 use super::call::{Call, Reply, MAX_ARGS};
 use super::engine::{self, Limit};
-use super::key::bytes;
 use super::secret::with_secret;
 use super::top;
 use crate::algo::Mode;
@@ -34,7 +33,7 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
     let now = r.now.unwrap_or_else(|| call.server_now_us());
     let decision = engine::single(call, &limit, now, r.mode)?;
     if r.mode == Mode::Spend {
-        top::record(call.key_bytes(), decision.allowed, command, algorithm, now);
+        top::record(call.key(), decision.allowed, command, algorithm, now);
     }
     Ok(Reply::Ints(
         decision.allowed,
@@ -66,7 +65,7 @@ pub fn all(call: &Call, command: &'static Command) -> Result<Reply> {
         for (l, d) in limits.iter().zip(&each) {
             let allowed = total.allowed || d.allowed;
             if total.allowed || !d.allowed {
-                top::record(bytes(l.key), allowed, command, l.algorithm, now);
+                top::record(l.key, allowed, command, l.algorithm, now);
             }
         }
     }

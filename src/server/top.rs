@@ -10,6 +10,7 @@ use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
 use redis_module::RedisError;
 
 use super::call::{Call, Reply};
+use super::key::{bytes, RString};
 use crate::algo::Algorithm;
 use crate::args::parse_u64;
 use crate::commands::{Command, COMMANDS};
@@ -64,9 +65,9 @@ fn size() -> usize {
 /// A spending call's verdict on `key`, from the handler that decided it. An allowed
 /// call costs one load and a branch while nothing is denied, and a lookup of its key
 /// while the summary has entries.
-#[inline]
+#[inline(always)]
 pub fn record(
-    key: &[u8],
+    key: RString,
     allowed: bool,
     command: &'static Command,
     algorithm: &'static dyn Algorithm,
@@ -74,12 +75,12 @@ pub fn record(
 ) {
     if allowed {
         if ENTRIES.load(Ordering::Relaxed) != 0 {
-            admitted(key);
+            admitted(bytes(key));
         }
         return;
     }
     denied(
-        key,
+        bytes(key),
         Kind {
             command: command.name,
             algorithm: algorithm.name(),
@@ -95,6 +96,7 @@ fn admitted(key: &[u8]) {
     }
 }
 
+#[inline(never)]
 fn denied(key: &[u8], kind: Kind, now_us: u64) {
     let size = size();
     if size == 0 {
