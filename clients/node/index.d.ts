@@ -149,3 +149,20 @@ export function nodeRedisOptions<T extends object>(overrides?: T): T & Record<st
 export function ioredisOptions<T extends object>(overrides?: T): T & Record<string, unknown>;
 export function ioredisClusterOptions<T extends object>(overrides?: T): T & Record<string, unknown>;
 export class TimeoutError extends Error {}
+
+/** One RL.TOP entry (see docs/top.md): the true denial count is between denied - error and denied. */
+export interface TopEntry {
+  key: string;
+  denied: number;
+  admitted: number;
+  error: number;
+  lastDeniedMs: number;
+  command: string;
+  algorithm: string;
+}
+
+/** RL.TOP on one server, or on every primary of a cluster client, merged: worst first. */
+export function top(client: unknown, options?: { count?: number; algorithm?: string; reset?: boolean }): Promise<TopEntry[]>;
+
+/** Several servers' RL.TOP answers as one list, worst first. */
+export function mergeTop(answers: TopEntry[][], count?: number): TopEntry[];

@@ -3,4 +3,5 @@
 // Express/Connect middleware. Types: index.d.ts.
 export { RateLimiter, createRateLimiter, TimeoutError } from './src/limiter.js';
 export { rateLimitHeaders } from './src/headers.js';
+export { top, mergeTop } from './src/top.js';
 export { nodeRedisOptions, ioredisOptions, ioredisClusterOptions } from './src/clients.js';

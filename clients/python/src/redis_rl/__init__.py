@@ -12,6 +12,7 @@ from .headers import ratelimit_headers
 from .limits import Decision, Limit, Throttle
 from .middleware import RateLimitMiddleware, WSGIRateLimitMiddleware
 from .shadow import Shadow
+from .top import TopEntry, top
 
 __all__ = [
     "AsyncRateLimiter",
@@ -25,8 +26,10 @@ __all__ = [
     "RateLimiter",
     "Shadow",
     "Throttle",
+    "TopEntry",
     "WSGIRateLimitMiddleware",
     "connect",
     "connect_async",
     "ratelimit_headers",
+    "top",
 ]
