@@ -12,8 +12,8 @@ pub const DURATION: &str = "redis_rl_call_duration_seconds";
 /// The histogram's buckets, in seconds: sub-millisecond calls, a tail to the timeout.
 /// (An exporter takes them from here: `PrometheusBuilder::set_buckets(BUCKETS)`.)
 pub const BUCKETS: &[f64] = &[
-    0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-    0.25, 0.5,
+    0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    0.5,
 ];
 
 /// What became of one decision, as the `outcome` label says it.

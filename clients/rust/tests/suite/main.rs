@@ -13,3 +13,4 @@ mod deny_cache;
 mod example;
 mod failure;
 mod layer;
+mod metrics;
