@@ -7,12 +7,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::{Cmd, Value};
 
 use crate::backend::{self, Backend, Detected};
-use crate::metrics::{self, Outcome};
 use crate::cache::{DenyCache, Entry};
 use crate::connection::{Connection, Target};
 use crate::decision::{self, Decision, Source, Throttle};
 use crate::error::Error;
 use crate::limit::{self, Algorithm, LeaseOp, Limit, Mode};
+use crate::metrics::{self, Outcome};
 
 /// Each call's bound, whatever the connection is configured with.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300);
