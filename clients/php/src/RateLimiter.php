@@ -130,6 +130,12 @@ final class RateLimiter
             throw new InvalidArgumentException('at least one limit is needed');
         }
         $leased = array_filter($limits, static fn (Limit $l) => $l->algorithm === Algorithm::Concurrency) !== [];
+        if ($leaseId === '') {
+            throw new InvalidArgumentException('a lease id must not be empty');
+        }
+        if (count($limits) > 16) {
+            throw new InvalidArgumentException('one call checks at most 16 limits (RL.ALL), got ' . count($limits));
+        }
         if ($leased && $leaseId === null && in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
             throw new InvalidArgumentException('a concurrency limit needs a lease id: use acquire()/release()');
         }

@@ -84,6 +84,30 @@ final class LaravelTest extends TestCase
     }
 
     /**
+     * As Laravel 8.83: nested throttles show the tightest limiter's fields, on its 429 too.
+     * Both limit the same signature, so (as in Laravel) they count on one counter: the
+     * first request is counted twice, the inner limit of 3 refuses the second.
+     */
+    public function testNestedThrottlesShowTheTightestLimitersHeaders(): void
+    {
+        [$first, $second] = array_map(fn () => $this->getJson('/api/nested'), range(1, 2));
+
+        $first->assertOk()->assertHeader('X-RateLimit-Limit', '3')->assertHeader('X-RateLimit-Remaining', '1');
+        $second->assertStatus(429)->assertHeader('X-RateLimit-Limit', '3')->assertHeader('X-RateLimit-Remaining', '0');
+        $second->assertHeader('Retry-After', '60');
+    }
+
+    /** As Laravel: throttle:0,1 refuses every request with a 429 (not a 500), asking nothing of Redis. */
+    public function testAZeroLimitAnswers429AsLaravelDoes(): void
+    {
+        $response = $this->getJson('/api/closed');
+
+        $response->assertStatus(429)->assertHeader('X-RateLimit-Limit', '0')->assertHeader('X-RateLimit-Remaining', '0');
+        $response->assertHeader('Retry-After', '0');
+        self::assertSame([], Servers::client(Servers::get()->standalone())->keys('*'), 'nothing was counted');
+    }
+
+    /**
      * uploads = 5 an hour and 2 a minute. Laravel's Redis limiter checks them one by one
      * and counts every request it sees: the three the minute limit refuses are spent
      * from the hour, and the next minute finds the hour used up. Ours is one RL.ALL.
