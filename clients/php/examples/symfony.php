@@ -29,7 +29,8 @@ final class App extends Kernel
     use MicroKernelTrait;
 
     public function registerBundles(): iterable { return [new FrameworkBundle()]; }
-    public function getCacheDir(): string { return sys_get_temp_dir() . '/redis-rl-symfony-example'; }
+    // The compiled container is cached (prod, no debug): a new one whenever this file changes.
+    public function getCacheDir(): string { return sys_get_temp_dir() . '/redis-rl-symfony-example-' . md5_file(__FILE__); }
 
     protected function configureContainer(ContainerConfigurator $c): void
     {
@@ -41,7 +42,7 @@ final class App extends Kernel
         ]);
         // Was framework.rate_limiter.anonymous_api: the same options.
         $services->set('limiter.anonymous_api', RateLimiterFactory::class)->args([
-            ['id' => 'anonymous_api', 'policy' => 'sliding_window', 'limit' => 3, 'interval' => '10 seconds'],
+            ['id' => 'anonymous_api', 'policy' => 'sliding_window', 'limit' => 3, 'interval' => '1 minute'],
             service(RateLimiter::class),
         ]);
         $services->alias(RateLimiterFactory::class . ' $anonymousApiLimiter', 'limiter.anonymous_api');

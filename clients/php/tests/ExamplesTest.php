@@ -16,7 +16,7 @@ final class ExamplesTest extends KitTestCase
     public static function examples(): iterable
     {
         yield 'PSR-15' => ['examples/app.php', '/api/v1/trending', ['Retry-After' => '/^1$/', 'RateLimit' => '/"burst";r=0;t=1/']];
-        yield 'Symfony' => ['examples/symfony.php', '/api/trending', ['X-RateLimit-Limit' => '/^3$/', 'X-RateLimit-Remaining' => '/^0$/', 'Retry-After' => '/^([1-9]|10)$/']];
+        yield 'Symfony' => ['examples/symfony.php', '/api/trending', ['X-RateLimit-Limit' => '/^3$/', 'X-RateLimit-Remaining' => '/^0$/', 'Retry-After' => '/^[0-9]+$/']];
         yield 'Laravel' => ['examples/laravel/index.php', '/api/videos', ['X-RateLimit-Limit' => '/^3$/', 'X-RateLimit-Remaining' => '/^0$/', 'Retry-After' => '/^[0-9]+$/']];
     }
 

@@ -32,6 +32,12 @@ final class ValidationTest extends KitTestCase
         yield 'sliding log cost above 1000' => [static fn () => Limit::slideLog('a', 'k', 5000, 60)->withCost(1001), 'a call adds at most 1000'];
         yield 'empty key' => [static fn () => Limit::fixed('a', '', 10, 60), 'the key must not be empty'];
         yield 'concurrency with a cost' => [static fn () => Limit::concurrency('c', 'k', 2, 30)->withCost(2), 'a concurrency limit holds one lease per request'];
+        yield 'middleware key without {id}' => [static fn () => new \RedisRl\Middleware\RateLimitMiddleware(
+            new \RedisRl\RateLimiter(new ScriptedConnection([]), FailurePolicy::Open),
+            new \Nyholm\Psr7\Factory\Psr17Factory(),
+            [Limit::fixed('api', 'rl:api', 10, 60)],
+            static fn () => 'u',
+        ), "limit 'api': the key 'rl:api' needs an {id} placeholder"];
         yield 'symfony limit 0, at construction' => [static fn () => self::symfony(['id' => 'api', 'policy' => 'fixed_window', 'limit' => 0, 'interval' => '1 minute']), "limit 'api': limit must be a positive integer"];
         yield 'symfony unknown option' => [static fn () => self::symfony(['id' => 'api', 'policy' => 'fixed_window', 'limit' => 5, 'interval' => '1 minute', 'lock_factory' => 'x']), 'The option "lock_factory" does not exist'];
         yield 'symfony interval below a second' => [static fn () => self::symfony(['id' => 'api', 'policy' => 'sliding_window', 'limit' => 5, 'interval' => '0 seconds']), 'window must be a positive duration'];
