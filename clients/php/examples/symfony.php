@@ -35,9 +35,10 @@ final class App extends Kernel
     protected function configureContainer(ContainerConfigurator $c): void
     {
         $c->extension('framework', ['secret' => 'change-me', 'lock' => false, 'rate_limiter' => false]);
+        $c->parameters()->set('env(REDIS_PORT)', '6379');   // the default when REDIS_PORT is not set
         $services = $c->services();
         $services->set(RateLimiter::class)->args([
-            inline_service(RedisConnection::class)->args(['127.0.0.1', (int) (getenv('REDIS_PORT') ?: 6379)]),
+            inline_service(RedisConnection::class)->args(['127.0.0.1', '%env(int:REDIS_PORT)%']),   // read per request, not compiled in
             inline_service(FailurePolicy::class)->factory([FailurePolicy::class, 'named'])->args(['open']),
         ]);
         // Was framework.rate_limiter.anonymous_api: the same options.
