@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The PHP kit's suite: PHPUnit against real module-enabled servers (standalone and a
-# 3-node cluster) that the tests start on free loopback ports and kill at the end.
+# 3-node cluster) that the tests start on free loopback ports and kill at the end, then
+# the libraries' own suites through the adapters (upstream/run.sh).
 #   RL_MODULE  the module to load (default: the repo's target/release build)
 #   RL_SERVER  the server binary (default: redis-server)
 set -euo pipefail
@@ -11,7 +12,7 @@ cd "$(dirname "$0")"
 # so no Composer download is needed (PSR-15's two interfaces are shimmed in tests/).
 packages=(php-cli php-redis phpunit php-psr-log php-psr-http-message php-psr-http-factory php-nyholm-psr7 redis-tools
     php-symfony-rate-limiter php-symfony-framework-bundle php-symfony-security-bundle php-symfony-yaml php-symfony-phpunit-bridge
-    php-laravel-framework)
+    php-laravel-framework php-nrk-predis composer php-zip)
 [[ -n "${RL_SERVER:-}" ]] || packages+=(redis-server)
 missing=()
 for package in "${packages[@]}"; do
@@ -36,4 +37,9 @@ if [[ ! -f "$RL_MODULE" ]]; then
     exit 1
 fi
 
-exec phpunit --configuration phpunit.xml "$@"
+phpunit --configuration phpunit.xml "$@"
+# Symfony RateLimiter's and Laravel's own throttle tests through the adapters (a few
+# seconds); not when PHPUnit was given arguments (one test, a filter).
+if (($# == 0)); then
+    upstream/run.sh
+fi

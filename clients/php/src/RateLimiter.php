@@ -120,18 +120,26 @@ final class RateLimiter
     /**
      * @param list<Limit> $limits
      * @param ?string $leaseId the lease for the concurrency limits among $limits
+     * @param ?int $at decide at this unix time in µs (sent as NOW) instead of now: a
+     *        reservation in the future (Symfony's reserve()) is a spend at its instant
      * @throws RedisFailure of kind Misuse: the server refused the call itself
      */
-    public function decide(array $limits, Mode $mode, ?string $leaseId = null): Decision
+    public function decide(array $limits, Mode $mode, ?string $leaseId = null, ?int $at = null): Decision
     {
         if ($limits === []) {
             throw new InvalidArgumentException('at least one limit is needed');
         }
         $leased = array_filter($limits, static fn (Limit $l) => $l->algorithm === Algorithm::Concurrency) !== [];
+        if ($leaseId === '') {
+            throw new InvalidArgumentException('a lease id must not be empty');
+        }
+        if (count($limits) > 16) {
+            throw new InvalidArgumentException('one call checks at most 16 limits (RL.ALL), got ' . count($limits));
+        }
         if ($leased && $leaseId === null && in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
             throw new InvalidArgumentException('a concurrency limit needs a lease id: use acquire()/release()');
         }
-        $now = $this->now();
+        $now = $at ?? $this->now();
         if (count($limits) === 1 && $leased) {
             $args = ['RL.CONCURRENCY', ...$limits[0]->arguments(), $mode->leaseWord()];
             if (in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
@@ -148,14 +156,14 @@ final class RateLimiter
         $signature = implode("\0", $args);
 
         // A lease can come back early (a RELEASE elsewhere): a cached denial could be wrong.
-        $cacheable = $mode === Mode::Hit && !$leased;
+        $cacheable = $mode === Mode::Hit && !$leased && $at === null;
         if ($cacheable && ($cached = $this->denyCache?->lookup($signature, $now)) !== null) {
             return $cached;
         }
         if ($mode === Mode::Refund || $mode === Mode::Reset) {
             $this->denyCache?->clear();
         }
-        if ($this->clock !== null) {
+        if ($this->clock !== null || $at !== null) {
             array_push($args, 'NOW', (string) $now);
         }
         if (count($limits) > 1 && $leased && $leaseId !== null) {

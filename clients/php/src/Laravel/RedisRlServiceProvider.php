@@ -27,14 +27,28 @@ use RedisRl\RateLimiter;
  */
 final class RedisRlServiceProvider extends ServiceProvider
 {
+    /** Every key config/redis-rl.php may hold; any other is refused by name. */
+    public const OPTIONS = ['host', 'port', 'cluster', 'password', 'failure', 'algorithm', 'prefix', 'shadow', 'deny_cache', 'clock', 'timeout'];
+
     public function register(): void
     {
-        $this->app->singleton(Settings::class, fn () => new Settings(
-            $this->config('algorithm', 'sliding_counter'),
-            $this->config('prefix', 'laravel_rl:'),
+        // Checked when the application boots, not at the first request: a typo in the
+        // config fails the deploy, not every throttled route.
+        $unknown = array_diff(array_keys((array) $this->app->make('config')->get('redis-rl', [])), self::OPTIONS);
+        if ($unknown !== []) {
+            throw new \InvalidArgumentException('config/redis-rl.php: unknown option ' . implode(', ', array_map(static fn ($k) => "'{$k}'", $unknown)) . '; the options are ' . implode(', ', self::OPTIONS));
+        }
+        if (!in_array($this->config('clock'), [null, 'carbon'], true)) {
+            throw new \InvalidArgumentException("config/redis-rl.php: clock must be null (the server's) or 'carbon', got " . json_encode($this->config('clock')));
+        }
+        $failure = FailurePolicy::named((string) $this->config('failure', 'open'));
+        $settings = new Settings(
+            (string) $this->config('algorithm', 'sliding_counter'),
+            (string) $this->config('prefix', 'laravel_rl:'),
             (bool) $this->config('shadow', false),
-        ));
-        $this->app->singleton(RateLimiter::class, function () {
+        );
+        $this->app->instance(Settings::class, $settings);
+        $this->app->singleton(RateLimiter::class, function () use ($failure) {
             $timeout = (float) $this->config('timeout', 0.2);
             $cluster = $this->config('cluster');
             $connection = $cluster !== null
@@ -43,7 +57,7 @@ final class RedisRlServiceProvider extends ServiceProvider
 
             return new RateLimiter(
                 $connection,
-                FailurePolicy::named($this->config('failure', 'open')),
+                $failure,
                 $this->app->make('log'),
                 $this->config('clock') === 'carbon' ? new CarbonClock() : null,
                 $this->config('deny_cache', false) ? new DenyCache() : null,

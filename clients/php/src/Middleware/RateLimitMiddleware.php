@@ -58,6 +58,12 @@ final class RateLimitMiddleware implements MiddlewareInterface
         if ($concurrency !== null && $concurrency->algorithm !== Algorithm::Concurrency) {
             throw new InvalidArgumentException('the concurrency option takes a Limit::concurrency(...)');
         }
+        foreach ([...$limits, ...($concurrency === null ? [] : [$concurrency])] as $limit) {
+            // Checked here, not per request: each caller's keys are made from the {id}.
+            if (!str_contains($limit->key, '{id}')) {
+                throw new InvalidArgumentException("limit '{$limit->name}': the key '{$limit->key}' needs an {id} placeholder for the caller");
+            }
+        }
     }
 
     public function process(ServerRequestInterface $request, RequestHandlerInterface $handler): ResponseInterface
