@@ -1,0 +1,648 @@
+//! The scripts in `scripts/` against the module: the same replies, the same error texts
+//! and the same stored state, call for call.
+//!
+//! Each differential test runs a seeded random sequence of calls on twin keys: the
+//! module on `{uN}:m…`, the script (by EVALSHA) on `{uN}:s…`, same hash tag, same
+//! arguments, NOW stepped across window boundaries, TAT instants and lease expiries.
+//! Every reply pair must be equal, and every few calls both twins' keys (values,
+//! members and scores, expiry instants) are compared. The mixed-fleet tests run one
+//! key on the module only and its twin on a random mix of module and script, so every
+//! decision on the mixed key must be the one the module alone made.
+//!
+//! Expiry runs on the server's real clock while the tests step NOW: every window, TTL
+//! and emission interval in the random runs is at least 100 s, so that no key expires
+//! in real time during a run (which could hit one twin between the two calls of a
+//! pair). A call that may leave a shorter TTL (a GCRA REFUND, a lease RELEASE) has both
+//! twins' expiry compared and then moved to one shared far instant.
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const COMMANDS: [&str; 7] = [
+    "fixed",
+    "slidecount",
+    "slidelog",
+    "gcra",
+    "concurrency",
+    "throttle",
+    "all",
+];
+
+/// Random calls per command (per test), and calls between two state comparisons.
+const CALLS: usize = 5_000;
+const BATCH: usize = 50;
+/// How far apart the twins' expiry instants may be: the module takes its instant from
+/// the wall clock, the script from the time its run started; a preempted server can
+/// put milliseconds between two adjacent calls on this shared machine.
+const TOL_MS: i64 = 250;
+
+fn script_text(name: &str) -> String {
+    let path = format!("{}/scripts/{name}.lua", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+struct Shas(BTreeMap<&'static str, String>);
+
+fn load_scripts(c: &mut Connection) -> Shas {
+    Shas(
+        COMMANDS
+            .iter()
+            .map(|&n| {
+                let sha: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(script_text(n))
+                    .query(c)
+                    .unwrap_or_else(|e| panic!("SCRIPT LOAD {n}: {e}"));
+                (n, sha)
+            })
+            .collect(),
+    )
+}
+
+/// One call as words; `X` in a key word is where the side's letter goes.
+#[derive(Clone, Debug)]
+struct Call {
+    command: &'static str,
+    args: Vec<String>,
+    keys: Vec<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Impl {
+    Module,
+    Script,
+}
+
+fn side_args(call: &Call, letter: char) -> Vec<String> {
+    call.args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if call.keys.contains(&i) {
+                a.replacen(":X", &format!(":{letter}"), 1)
+            } else {
+                a.clone()
+            }
+        })
+        .collect()
+}
+
+fn cmd_for(shas: &Shas, call: &Call, imp: Impl, letter: char) -> redis::Cmd {
+    let args = side_args(call, letter);
+    match imp {
+        Impl::Module => {
+            let mut cmd = redis::cmd(&format!("RL.{}", call.command.to_uppercase()));
+            cmd.arg(&args);
+            cmd
+        }
+        Impl::Script => {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(&shas.0[call.command]).arg(call.keys.len());
+            for &k in &call.keys {
+                cmd.arg(&args[k]);
+            }
+            cmd.arg(&args);
+            cmd
+        }
+    }
+}
+
+/// What a key holds, for comparing twins: type, value or members and scores, expiry.
+#[derive(Debug, Clone, PartialEq)]
+struct KeyState {
+    kind: String,
+    value: Vec<String>,
+    expire_at: i64,
+}
+
+/// Every key whose name has `:<letter>` right after its hash tag, by its name with
+/// the letter replaced by `X`.
+fn states(c: &mut Connection, letter: char) -> BTreeMap<String, KeyState> {
+    let pattern = format!("{{*}}:{letter}*");
+    let keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query(c).expect("KEYS");
+    if keys.is_empty() {
+        return BTreeMap::new();
+    }
+    let mut pipe = redis::pipe();
+    for k in &keys {
+        pipe.cmd("TYPE").arg(k).cmd("PEXPIRETIME").arg(k);
+    }
+    let meta: Vec<(String, i64)> = pipe.query(c).expect("TYPE, PEXPIRETIME");
+    let mut pipe = redis::pipe();
+    for (k, (kind, _)) in keys.iter().zip(&meta) {
+        if kind == "zset" {
+            pipe.cmd("ZRANGE").arg(k).arg(0).arg(-1).arg("WITHSCORES");
+        } else {
+            pipe.cmd("GET").arg(k);
+        }
+    }
+    let values: Vec<Value> = pipe.query(c).expect("GET, ZRANGE");
+    let mut out = BTreeMap::new();
+    for ((k, (kind, expire_at)), v) in keys.iter().zip(meta).zip(values) {
+        let value: Vec<String> = match v {
+            Value::Array(_) => redis::from_redis_value(&v).expect("members"),
+            v => vec![redis::from_redis_value(&v).unwrap_or_else(|_| format!("{v:?}"))],
+        };
+        let name = k.replacen(&format!("}}:{letter}"), "}:X", 1);
+        out.insert(
+            name,
+            KeyState {
+                kind,
+                value,
+                expire_at,
+            },
+        );
+    }
+    out
+}
+
+/// A log member `<µs>:<8 hex>` stands for its timestamp (the suffix is random).
+fn log_member(m: &str) -> Option<&str> {
+    let (at, hex) = m.split_once(':')?;
+    let ok = hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    (ok && !at.is_empty() && at.bytes().all(|b| b.is_ascii_digit())).then_some(at)
+}
+
+fn comparable(s: &KeyState) -> Vec<String> {
+    if s.kind != "zset" {
+        return s.value.clone();
+    }
+    let mut pairs: Vec<(String, String)> = s
+        .value
+        .chunks(2)
+        .map(|p| {
+            let m = log_member(&p[0])
+                .map(|at| format!("{at}:<random>"))
+                .unwrap_or_else(|| p[0].clone());
+            (p[1].clone(), m)
+        })
+        .collect();
+    pairs.sort();
+    pairs.into_iter().flat_map(|(s, m)| [m, s]).collect()
+}
+
+fn assert_same_state(c: &mut Connection, a: char, b: char, context: &str) {
+    let left = states(c, a);
+    let right = states(c, b);
+    let names = |m: &BTreeMap<String, KeyState>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(&left), names(&right), "keys differ {context}");
+    for (name, l) in &left {
+        let r = &right[name];
+        assert_eq!(l.kind, r.kind, "{name}: type {context}");
+        assert_eq!(comparable(l), comparable(r), "{name}: value {context}");
+        if l.kind == "zset" && !l.value.iter().step_by(2).all(|m| log_member(m).is_some()) {
+            assert_eq!(l.value, r.value, "{name}: members {context}");
+        }
+        let both = (l.expire_at, r.expire_at);
+        assert!(
+            (l.expire_at < 0 && l.expire_at == r.expire_at)
+                || (l.expire_at >= 0 && r.expire_at >= 0 && (l.expire_at - r.expire_at).abs() <= TOL_MS),
+            "{name}: expiry {both:?} {context}"
+        );
+    }
+}
+
+/// Both twins of every key that expires within the next minute (in real time) get
+/// one shared far expiry, after their own expiry instants were compared.
+fn push_short_expiries(c: &mut Connection, a: char, b: char) {
+    assert_same_state(c, a, b, "before moving short expiries");
+    let now_ms: Vec<String> = redis::cmd("TIME").query(c).expect("TIME");
+    let now_ms: i64 = now_ms[0].parse::<i64>().unwrap() * 1000;
+    let far = now_ms + 3_600_000;
+    for (name, s) in states(c, a) {
+        if s.expire_at >= 0 && s.expire_at < now_ms + 60_000 {
+            for letter in [a, b] {
+                let key = name.replacen("}:X", &format!("}}:{letter}"), 1);
+                let _: i64 = redis::cmd("PEXPIREAT").arg(&key).arg(far).query(c).expect("PEXPIREAT");
+            }
+        }
+    }
+}
+
+/// The clock of a run: NOW, stepped by small and large amounts, onto window
+/// boundaries and onto instants the state names (a TAT, a lease's expiry).
+struct Clock {
+    now: u64,
+}
+
+impl Clock {
+    fn new(rng: &mut StdRng) -> Clock {
+        Clock {
+            now: T0 + rng.gen_range(0..1_000_000_000_000),
+        }
+    }
+
+    fn step(&mut self, rng: &mut StdRng, window_us: u64, instants: &[u64]) -> u64 {
+        let w = window_us.max(1);
+        // Near 2255 (NOW's end) now and then, but mostly back in this century.
+        if self.now > 8_000_000_000_000_000 || (self.now > 3_000_000_000_000_000 && rng.gen_bool(0.1)) {
+            self.now = T0 + rng.gen_range(0..1_000_000_000_000);
+        }
+        match rng.gen_range(0..100) {
+            0..=19 => {}
+            20..=49 => self.now += rng.gen_range(0..=w / 20 + 1),
+            50..=69 => {
+                let next = (self.now / w + 1) * w;
+                self.now = next + rng.gen_range(0..=2) - 1;
+            }
+            70..=79 => self.now += rng.gen_range(0..=2 * w),
+            _ => {
+                let later: Vec<u64> = instants.iter().copied().filter(|&t| t > self.now + 1).collect();
+                if let Some(&t) = later.get(rng.gen_range(0..later.len().max(1)).min(later.len().saturating_sub(1))) {
+                    self.now = t + rng.gen_range(0..=2) - 1;
+                } else {
+                    self.now += rng.gen_range(0..=w / 5 + 1);
+                }
+            }
+        }
+        self.now
+    }
+}
+
+/// Windows of at least 100 s (see the module comment), in every spelling.
+const WINDOWS: [(&str, u64); 8] = [
+    ("100", 100),
+    ("120s", 120),
+    ("100500ms", 100),
+    ("300", 300),
+    ("1000", 1000),
+    ("3600", 3600),
+    ("86400S", 86400),
+    ("315360000", 315_360_000),
+];
+
+fn window_us(text: &str) -> u64 {
+    let t = text.to_ascii_lowercase();
+    if let Some(ms) = t.strip_suffix("ms") {
+        ms.parse::<u64>().unwrap() * 1000
+    } else {
+        t.trim_end_matches('s').parse::<u64>().unwrap() * 1_000_000
+    }
+}
+
+fn amount(rng: &mut StdRng, small: u64) -> u64 {
+    match rng.gen_range(0..100) {
+        0..=74 => rng.gen_range(1..=small),
+        75..=94 => rng.gen_range(1..=small * 50),
+        _ => rng.gen_range(1..=1_000_000_000_000_000),
+    }
+}
+
+fn mode(rng: &mut StdRng, args: &mut Vec<String>) {
+    match rng.gen_range(0..100) {
+        0..=9 => args.push("PEEK".into()),
+        10..=21 => args.push("REFUND".into()),
+        22..=25 => args.push("RESET".into()),
+        _ => {}
+    }
+}
+
+/// One identity's settings for a run: what its calls keep (window, lease ttl, rate).
+#[derive(Clone)]
+struct Identity {
+    window: &'static str,
+    limit_cap: u64,
+}
+
+fn identities(rng: &mut StdRng, n: usize) -> Vec<Identity> {
+    (0..n)
+        .map(|_| {
+            let (window, secs) = WINDOWS[rng.gen_range(0..WINDOWS.len())];
+            Identity {
+                window,
+                limit_cap: secs / 100,
+            }
+        })
+        .collect()
+}
+
+/// The state instants worth stepping NOW onto: TATs and lease expiries of the
+/// module's keys (µs; a THROTTLE TAT is in ns).
+fn instants(c: &mut Connection) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (_, s) in states(c, 'm') {
+        match s.kind.as_str() {
+            "string" => {
+                if let Ok(v) = s.value[0].parse::<u64>() {
+                    out.push(if v > 1u64 << 53 { v / 1000 } else { v });
+                }
+            }
+            "zset" => out.extend(s.value.iter().skip(1).step_by(2).filter_map(|v| v.parse::<u64>().ok())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A random call of `command` on identity `id` at `now`.
+fn random_call(
+    rng: &mut StdRng,
+    command: &'static str,
+    ids: &[Identity],
+    n: usize,
+    now: u64,
+) -> (Call, u64) {
+    let id = &ids[n];
+    let key = format!("{{u{n}}}:X");
+    let mut args = vec![key];
+    let w = window_us(id.window);
+    match command {
+        "fixed" | "slidecount" => {
+            args.push(amount(rng, 12).to_string());
+            args.push(id.window.into());
+            if rng.gen_bool(0.6) {
+                args.extend(["COST".into(), amount(rng, 3).to_string()]);
+            }
+            mode(rng, &mut args);
+        }
+        "slidelog" => {
+            args.push(rng.gen_range(1..=12u64).to_string());
+            args.push(id.window.into());
+            if rng.gen_bool(0.6) {
+                args.extend(["cost".into(), rng.gen_range(1..=4u64).to_string()]);
+            }
+            mode(rng, &mut args);
+        }
+        "gcra" => {
+            let limit = rng.gen_range(1..=id.limit_cap.clamp(1, 40));
+            args.push(limit.to_string());
+            args.push(id.window.into());
+            match rng.gen_range(0..10) {
+                0..=3 => {}
+                4..=8 => args.extend(["BURST".into(), rng.gen_range(1..=2 * limit + 1).to_string()]),
+                _ => args.extend(["BURST".into(), amount(rng, 1000).to_string()]),
+            }
+            if rng.gen_bool(0.5) {
+                args.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]);
+            }
+            mode(rng, &mut args);
+        }
+        "throttle" => {
+            let count = rng.gen_range(1..=id.limit_cap.clamp(1, 40));
+            let period = w / 1_000_000;
+            let burst = if rng.gen_bool(0.9) {
+                rng.gen_range(0..=3u64)
+            } else {
+                amount(rng, 1000)
+            };
+            args.extend([burst.to_string(), count.to_string(), period.to_string()]);
+            if rng.gen_bool(0.7) {
+                args.push(rng.gen_range(0..=5u64).to_string());
+            }
+        }
+        "concurrency" => {
+            args.push(rng.gen_range(1..=4u64).to_string());
+            args.push(id.window.into());
+            let lease = format!("req-{}", rng.gen_range(0..6));
+            match rng.gen_range(0..100) {
+                0..=49 => args.extend(["ACQUIRE".into(), lease]),
+                50..=74 => args.extend(["RELEASE".into(), lease]),
+                75..=89 => args.extend(["heartbeat".into(), lease]),
+                90..=96 => args.push("PEEK".into()),
+                _ => args.push("RESET".into()),
+            }
+        }
+        _ => unreachable!(),
+    }
+    args.extend(["NOW".into(), now.to_string()]);
+    (
+        Call {
+            command,
+            args,
+            keys: vec![0],
+        },
+        w,
+    )
+}
+
+const ALL_ALGOS: [&str; 5] = ["fixed", "slidecount", "slidelog", "gcra", "concurrency"];
+
+/// A random RL.ALL over a random mix of limits on one identity (each algorithm on a key
+/// of its own: `{uN}:X<algo>`).
+fn random_all(rng: &mut StdRng, ids: &[Identity], n: usize, now: u64) -> (Call, u64) {
+    let id = &ids[n];
+    let count = rng.gen_range(1..=4);
+    let mut picked: Vec<usize> = (0..ALL_ALGOS.len()).collect();
+    for i in 0..picked.len() {
+        let j = rng.gen_range(i..picked.len());
+        picked.swap(i, j);
+    }
+    picked.truncate(count);
+    let mut args = vec![count.to_string()];
+    let mut keys = Vec::new();
+    let mut leased = false;
+    for &a in &picked {
+        let algo = ALL_ALGOS[a];
+        args.push(algo.to_uppercase());
+        keys.push(args.len());
+        args.push(format!("{{u{n}}}:X{algo}"));
+        match algo {
+            "gcra" => {
+                let limit = rng.gen_range(1..=id.limit_cap.clamp(1, 40));
+                args.extend([limit.to_string(), id.window.into()]);
+                if rng.gen_bool(0.6) {
+                    args.extend(["BURST".into(), rng.gen_range(1..=2 * limit + 1).to_string()]);
+                }
+            }
+            "concurrency" => {
+                leased = true;
+                args.extend([rng.gen_range(1..=4u64).to_string(), id.window.into()]);
+            }
+            "slidelog" => args.extend([rng.gen_range(1..=12u64).to_string(), id.window.into()]),
+            _ => args.extend([amount(rng, 12).to_string(), id.window.into()]),
+        }
+        if algo != "concurrency" && rng.gen_bool(0.4) {
+            args.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]);
+        }
+    }
+    args.extend(["NOW".into(), now.to_string()]);
+    let m = rng.gen_range(0..100);
+    if leased && (m >= 30 || rng.gen_bool(0.5)) {
+        args.extend(["LEASE".into(), format!("req-{}", rng.gen_range(0..6))]);
+    }
+    match m {
+        0..=9 => args.push("PEEK".into()),
+        10..=21 => args.push("REFUND".into()),
+        22..=24 => args.push("RESET".into()),
+        _ => {}
+    }
+    (
+        Call {
+            command: "all",
+            args,
+            keys,
+        },
+        window_us(id.window),
+    )
+}
+
+/// Whether a call may leave an expiry shorter than its window (see the module comment).
+fn may_shorten_ttl(call: &Call) -> bool {
+    let has = |w: &str| call.args.iter().any(|a| a.eq_ignore_ascii_case(w));
+    (call.command == "gcra" && has("REFUND"))
+        || (call.command == "concurrency" && has("RELEASE"))
+        || (call.command == "all" && has("REFUND"))
+}
+
+struct Outcome {
+    calls: usize,
+    errors: usize,
+    admitted: usize,
+}
+
+/// A reply as text: the value, or the error line.
+fn reply_text(v: &Value) -> String {
+    match v {
+        Value::ServerError(e) => format!("ERR {} {}", e.code(), e.details().unwrap_or("")),
+        v => format!("{v:?}"),
+    }
+}
+
+/// Runs the commands in one pipeline, each reply kept (an error does not stop the rest).
+fn pipeline(c: &mut Connection, cmds: &[redis::Cmd]) -> Vec<String> {
+    use redis::ConnectionLike;
+    let mut pipe = redis::pipe();
+    for cmd in cmds {
+        pipe.add_command(cmd.clone());
+    }
+    let replies = c
+        .req_packed_commands(&pipe.get_packed_pipeline(), 0, cmds.len())
+        .expect("pipeline");
+    replies.iter().map(reply_text).collect()
+}
+
+/// `calls` random calls of `command`: the module on the `m` twin; on the `s` twin the
+/// script (`right`), or a random mix of module and script per call (None).
+fn differential(command: &'static str, seed: u64, calls: usize, right: Option<Impl>) -> Outcome {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let ids = identities(&mut rng, 4);
+    let mut clock = Clock::new(&mut rng);
+    let mut known = Vec::new();
+    let mut out = Outcome {
+        calls: 0,
+        errors: 0,
+        admitted: 0,
+    };
+    let (a, b) = ('m', 's');
+    let mut batch: Vec<(Call, Impl)> = Vec::new();
+    let mut since_check = 0;
+    for i in 0..calls {
+        let n = rng.gen_range(0..ids.len());
+        // Steps of the identity's own window; for THROTTLE, of its emission interval.
+        let mut w = window_us(ids[n].window);
+        if command == "throttle" {
+            w /= ids[n].limit_cap.clamp(1, 40);
+        }
+        let now = clock.step(&mut rng, w, &known);
+        let (call, _) = if command == "all" {
+            random_all(&mut rng, &ids, n, now)
+        } else {
+            random_call(&mut rng, command, &ids, n, now)
+        };
+        let imp = right.unwrap_or(if rng.gen_bool(0.5) {
+            Impl::Module
+        } else {
+            Impl::Script
+        });
+        let shortens = may_shorten_ttl(&call);
+        batch.push((call, imp));
+        if batch.len() < BATCH && !shortens && i + 1 < calls {
+            continue;
+        }
+        // Twin calls adjacent in one pipeline.
+        let cmds: Vec<redis::Cmd> = batch
+            .iter()
+            .flat_map(|(call, imp)| {
+                [
+                    cmd_for(&shas, call, Impl::Module, a),
+                    cmd_for(&shas, call, *imp, b),
+                ]
+            })
+            .collect();
+        let replies = pipeline(&mut c, &cmds);
+        for ((call, imp), pair) in batch.iter().zip(replies.chunks(2)) {
+            assert_eq!(
+                pair[0], pair[1],
+                "seed {seed} near call {i} ({imp:?} on the right): {:?}",
+                call.args
+            );
+            out.calls += 1;
+            if pair[0].starts_with("ERR") && std::env::var_os("RL_SCRIPTS_SHOW").is_some() {
+                eprintln!("{:?} -> {}", call.args, pair[0]);
+            }
+            if pair[0].starts_with("ERR") {
+                out.errors += 1;
+            } else if pair[0].starts_with(if command == "throttle" {
+                "array([int(0)"
+            } else {
+                "array([int(1)"
+            }) {
+                out.admitted += 1;
+            }
+        }
+        since_check += batch.len();
+        batch.clear();
+        if shortens {
+            push_short_expiries(&mut c, a, b);
+        }
+        if since_check >= BATCH {
+            since_check = 0;
+            assert_same_state(&mut c, a, b, &format!("seed {seed} after call {i}"));
+            known = instants(&mut c);
+        }
+    }
+    assert_same_state(&mut c, a, b, &format!("seed {seed} at the end"));
+    out
+}
+
+fn seed(command: &str) -> u64 {
+    std::env::var("RL_SCRIPTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5c41_7000 + command.len() as u64 * 7919 + command.as_bytes()[0] as u64)
+}
+
+fn check_counts(command: &str, o: &Outcome) {
+    eprintln!(
+        "{command}: {} calls, {} admitted, {} errors",
+        o.calls, o.admitted, o.errors
+    );
+    // A run that admitted or denied almost nothing compared little.
+    assert!(o.admitted > o.calls / 20, "{command}: only {} admitted", o.admitted);
+    assert!(o.admitted < o.calls - o.calls / 20, "{command}: almost all admitted");
+}
+
+macro_rules! differential_tests {
+    ($($name:ident, $mixed:ident: $command:literal;)*) => {$(
+        #[test]
+        fn $name() {
+            let o = differential($command, seed($command), CALLS, Some(Impl::Script));
+            check_counts($command, &o);
+        }
+
+        /// The mixed fleet: the module alone on one key, module and script at random on
+        /// its twin: the same decisions.
+        #[test]
+        fn $mixed() {
+            let o = differential($command, seed($command) ^ 0xf1ee7, CALLS / 5, None);
+            check_counts($command, &o);
+        }
+    )*};
+}
+
+differential_tests! {
+    fixed_matches_the_module, fixed_mixed_fleet: "fixed";
+    slidecount_matches_the_module, slidecount_mixed_fleet: "slidecount";
+    slidelog_matches_the_module, slidelog_mixed_fleet: "slidelog";
+    gcra_matches_the_module, gcra_mixed_fleet: "gcra";
+    concurrency_matches_the_module, concurrency_mixed_fleet: "concurrency";
+    throttle_matches_the_module, throttle_mixed_fleet: "throttle";
+    all_matches_the_module, all_mixed_fleet: "all";
+}
