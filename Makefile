@@ -20,7 +20,7 @@ MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
 help: ## list the targets, one line each
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 
-.PHONY: help all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
+.PHONY: help all deps build run top test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
 all: build
 
@@ -51,6 +51,11 @@ run: build ## start Redis with the module in the foreground (Ctrl-C stops it)
 	  tools/local-secret.sh $(RL_SECRET_FILE) && \
 	  exec redis-server redis.conf --rl.secret-file $(abspath $(RL_SECRET_FILE)); \
 	fi
+
+# A terminal view of `make run`'s server (or any: `make top TOP_ARGS="-p 6380"`): decisions
+# per second from INFO rl and the most-denied keys from RL.TOP, every second; Ctrl-C stops.
+top: ## a live view of make run's server: decisions per second and RL.TOP
+	@python3 tools/top.py $(TOP_ARGS)
 
 $(VALKEY):
 	@python3 -m pip --version >/dev/null 2>&1 || $(MAKE) deps APT_PACKAGES="python3 python3-pip"

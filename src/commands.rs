@@ -11,8 +11,8 @@ use crate::algo::{
 };
 use crate::error::Result;
 use crate::server::call::{Call, Reply};
-use crate::server::handlers;
 use crate::server::stats::Stats;
+use crate::server::{handlers, top};
 
 pub type Handler = fn(&Call, &'static Command) -> Result<Reply>;
 
@@ -243,7 +243,7 @@ const fn optional(argument: &'static str, command: Command) -> Command {
     }
 }
 
-pub static COMMANDS: [Command; 10] = [
+pub static COMMANDS: [Command; 11] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -365,6 +365,31 @@ pub static COMMANDS: [Command; 10] = [
                 },
                 option(c"bits", c"PREFIX6", ArgType::Integer),
                 option(c"now", c"NOW", ArgType::UnixTime),
+            ],
+        },
+        requires: None,
+        stats: Stats::new(),
+        state: State::new(),
+    },
+    // Local to each server, like INFO: it reads the module's own summary, never a key,
+    // so it runs on replicas and every cluster node alike.
+    Command {
+        name: "rl.top",
+        flags: c"readonly allow-loading allow-stale",
+        keys: Keys::None,
+        handler: top::handler,
+        algorithm: None,
+        docs: Docs {
+            summary: c"The keys this server denied most, worst first: denials, admissions since tracked, error bound, last denial and what denied it",
+            complexity: c"O(N) with N the entries in the summary (at most rl.top-size)",
+            arity: -1,
+            args: &[
+                option(c"count", c"COUNT", ArgType::Integer),
+                option(c"algorithm", c"ALGORITHM", ArgType::String),
+                Arg {
+                    optional: true,
+                    ..token(c"reset", c"RESET")
+                },
             ],
         },
         requires: None,

@@ -50,6 +50,9 @@ pub enum Error {
     )]
     OptionAfterLimits(&'static str),
 
+    #[error("ERR RL.TOP: unknown algorithm '{0}' (slidelog, slidecount, fixed, gcra, concurrency or throttle)")]
+    TopUnknownAlgorithm(String),
+
     #[error("ERR RL.ALL: key '{0}' is used by more than one limit")]
     DuplicateKey(String),
 

@@ -11,11 +11,13 @@ mod fuzz;
 pub mod layout;
 pub mod pseudonym;
 pub mod server;
+pub mod top;
 
 #[cfg(not(test))]
 mod module {
     use redis_module::configuration::{
-        register_bool_configuration, register_string_configuration, ConfigurationFlags,
+        register_bool_configuration, register_i64_configuration, register_string_configuration,
+        ConfigurationFlags,
     };
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
@@ -23,7 +25,7 @@ mod module {
     use crate::server::effects::INTEGER_VALUES;
     use crate::server::register::{missing_functions, register};
     use crate::server::secret::{load_environment, SECRET_FILE};
-    use crate::server::{cluster, info, options};
+    use crate::server::{cluster, info, options, top};
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
         let missing = missing_functions();
@@ -57,6 +59,16 @@ mod module {
             "integer-values",
             &INTEGER_VALUES,
             true,
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
+        register_i64_configuration(
+            ctx,
+            "top-size",
+            &top::TOP_SIZE,
+            top::DEFAULT_SIZE,
+            0,
+            top::MAX_SIZE,
             ConfigurationFlags::DEFAULT,
             None,
         );

@@ -128,7 +128,8 @@ fn command_docs_describe_every_rl_command() {
             "rl.pseudonym",
             "rl.slidecount",
             "rl.slidelog",
-            "rl.throttle"
+            "rl.throttle",
+            "rl.top"
         ]
     );
     for name in &names {
@@ -323,6 +324,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("rl.concurrency", -4, "write", true),
         ("rl.throttle", -4, "write", true),
         ("rl.pseudonym", -2, "readonly", false),
+        ("rl.top", -1, "readonly", false),
     ] {
         let e = &info[name];
         let got_arity: i64 = from_redis_value(&e[1]).unwrap();
@@ -351,6 +353,11 @@ fn command_info_gives_arity_flags_and_key_specs() {
     assert_eq!(text(&map(&begin["spec"])["index"]), "1");
     // RL.ALL finds its keys by parsing: movablekeys.
     assert!(flags(&info["rl.all"]).contains(&"movablekeys".to_string()));
+    // RL.TOP reads the server's own summary: on a replica, while loading, keyless.
+    let top = flags(&info["rl.top"]);
+    for f in ["readonly", "loading", "stale"] {
+        assert!(top.contains(&f.to_string()), "rl.top: {top:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -495,6 +502,7 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
         format!("RL.CONCURRENCY {{u}}:c 5 10 ACQUIRE a NOW {T0}"),
         format!("RL.THROTTLE {{u}}:t 5 10 60 NOW {T0}"),
         "RL.PSEUDONYM 192.0.2.1".to_string(),
+        "RL.TOP COUNT 5".to_string(),
     ];
     assert_eq!(calls.len(), names.len(), "a new command needs a call here");
     if has_category {

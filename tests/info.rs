@@ -27,7 +27,8 @@ fn counters(c: &mut Connection) -> BTreeMap<String, u64> {
     let section = rl_section(&info);
     section
         .iter()
-        .filter(|line| !line.starts_with("rl_build:"))
+        // RL.TOP's size fields are gauges, checked on their own below.
+        .filter(|line| !line.starts_with("rl_build:") && !line.starts_with("rl_top_"))
         .map(|line| {
             let (name, value) = line
                 .split_once(':')
@@ -52,6 +53,7 @@ fn field_names() -> Vec<String> {
                 .iter()
                 .flat_map(|cmd| COUNTERS.iter().map(move |n| format!("rl_{cmd}_{n}"))),
         )
+        .chain(["rl_top_entries".to_string(), "rl_top_bytes".to_string()])
         .collect()
 }
 
@@ -86,6 +88,36 @@ fn call_ok(c: &mut Connection, line: &str) -> Value {
 fn call_err(c: &mut Connection, line: &str) -> String {
     let words: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
     rl_err(c, &words)
+}
+
+/// `rl_top_entries` and `rl_top_bytes`: RL.TOP's summary, as it fills and is reset.
+#[test]
+fn top_fields_show_the_summary_size() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let top = |c: &mut Connection| -> (u64, u64) {
+        let info: String = redis::cmd("INFO").arg("rl").query(c).unwrap();
+        let field = |name: &str| -> u64 {
+            rl_section(&info)
+                .iter()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_else(|| panic!("no {name}"))
+                .parse()
+                .unwrap()
+        };
+        (field("rl_top_entries:"), field("rl_top_bytes:"))
+    };
+    assert_eq!(top(&mut c), (0, 0));
+    for (denied, key) in ["a", "b", "c"].iter().enumerate() {
+        rl(&mut c, &format!("RL.FIXED {key} 1 10 NOW {T0}"));
+        assert_eq!(top(&mut c).0, denied as u64, "an admission is not tracked");
+        rl(&mut c, &format!("RL.FIXED {key} 1 10 NOW {T0}"));
+    }
+    let (entries, bytes) = top(&mut c);
+    assert_eq!(entries, 3);
+    assert!(bytes > 0);
+    let _: Value = redis::cmd("RL.TOP").arg("RESET").query(&mut c).unwrap();
+    assert_eq!(top(&mut c), (0, 0));
 }
 
 #[test]

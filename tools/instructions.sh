@@ -27,9 +27,14 @@
 # redis-rl, as the floor and as its Lua script; and CL.THROTTLE (redis-cell, when
 # ../shared/anchors/redis-cell/libredis_cell.so or RL_CELL is there) against RL.GCRA.
 #
+# Section "top" (not run by default): what RL.TOP's summary costs, RL.FIXED and
+# RL.GCRA denied and admitted, with rl.top-size 0 against the default 1024, and
+# admitted while the summary holds the keys (every identity denied once before);
+# RL_INSTRUCTIONS_BEFORE=<module .so> adds a column for a build without RL.TOP.
+#
 # RL_INSTRUCTIONS_CALLS changes the number of calls, RL_INSTRUCTIONS_DIR keeps the
-# callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor", "filter" and/or
-# "cluster" (all three by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
+# callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor", "filter", "cluster"
+# and/or "top" (the first three by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
 # redis-benchmark.
 set -euo pipefail
 
@@ -115,8 +120,12 @@ profile() {
       [ "${FLOOR_INT:-}" = 1 ] && modules+=(integer-values)
       [ "${FLOOR_FILTER:-}" = 1 ] && modules+=(acl-filter) ;;
   esac
+  # MODULE=<.so>: another build of the module in its place.
+  [ -n "${MODULE:-}" ] && modules[1]=$MODULE
   # RAW=1: the module's counters and TATs as raw strings (rl.integer-values no).
   [ "${RAW:-}" = 1 ] && modules+=(--rl.integer-values no)
+  # TOPSIZE=<n>: RL.TOP's summary size (rl.top-size).
+  [ -n "${TOPSIZE:-}" ] && modules+=(--rl.top-size "$TOPSIZE")
   [ "${CELL:-}" = 1 ] && modules+=(--loadmodule "$cell")
   valgrind --tool=callgrind --toggle-collect=aeMain --callgrind-out-file="$work/$name.out" \
     "$server" --port "$p" --dir "$dir" --save "" --appendonly no "${extra[@]}" \
@@ -145,6 +154,11 @@ profile() {
   fi
   # WARM=1: the same load once before counting (a denied path: every identity spent).
   [ "${WARM:-}" = 1 ] && redis-benchmark -p "$p" -n "$calls" -c 2 -P 32 -r 5000 -q "${args[@]}" >/dev/null 2>&1
+  # PREDENY="<args>": that load once before counting (RL.TOP's summary filled).
+  if [ -n "${PREDENY:-}" ]; then
+    # shellcheck disable=SC2086
+    redis-benchmark -p "$p" -n "$calls" -c 2 -P 32 -r 5000 -q $PREDENY >/dev/null 2>&1
+  fi
   redis-cli -p "$p" config resetstat >/dev/null
   # Start counting now: only the load (and the shutdown) is measured.
   callgrind_control -z "$pid" >/dev/null 2>&1
@@ -307,6 +321,48 @@ if [[ "$sections" == *" filter "* ]]; then
   echo "|---|---:|---:|---:|"
   awk -v a="$(total "$work/incr_plain.out")" -v b="$(total "$work/incr_filtered.out")" \
     'BEGIN {printf "| INCR | %d | %d | +%d (+%.1f %%) |\n", a, b, b - a, 100 * (b - a) / a}'
+  echo
+fi
+
+if [[ "$sections" == *" top "* ]]; then
+  before="${RL_INSTRUCTIONS_BEFORE:-}"
+  for c in fixed gcra; do
+    C=$(echo "$c" | tr a-z A-Z)
+    window=60
+    [ "$c" = gcra ] && window=3600
+    TOPSIZE=0 WARM=1 profile "${c}_top0_denied" standalone - "RL.$C" '{__rand_int__}:rl' 1 "$window" NOW "$now_us"
+    WARM=1 profile "${c}_top_denied" standalone - "RL.$C" '{__rand_int__}:rl' 1 "$window" NOW "$now_us"
+    TOPSIZE=0 profile "${c}_top0_admitted" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+    profile "${c}_top_admitted" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+    if [ -n "$before" ]; then
+      MODULE=$before WARM=1 profile "${c}_before_denied" standalone - "RL.$C" '{__rand_int__}:rl' 1 "$window" NOW "$now_us"
+      MODULE=$before profile "${c}_before_admitted" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+    fi
+  done
+  # The admitted keys in the summary: each identity denied once (COST 2 of a limit of 1,
+  # which writes nothing) into a summary big enough for all 5,000.
+  TOPSIZE=8192 PREDENY="RL.FIXED {__rand_int__}:rl 1 60 COST 2 NOW $now_us" \
+    profile fixed_top_tracked_admitted standalone - RL.FIXED '{__rand_int__}:rl' 100 60 NOW "$now_us"
+  echo "RL.TOP's summary: instructions per call inside the command (RedisModuleCommandDispatcher)"
+  echo "and the whole event loop, 5,000 identities, standalone. Denied: every identity spent"
+  echo "before counting; admitted: limit 100."
+  echo
+  echo "| path | without RL.TOP | rl.top-size 0 | rl.top-size 1024 | difference (in the command) | event loop, 0 | event loop, 1024 |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  cmd_of() { inclusive "$work/$1.out" '\?\?\?:RedisModuleCommandDispatcher '; }
+  for c in fixed gcra; do
+    C=$(echo "$c" | tr a-z A-Z)
+    for path in denied admitted; do
+      b=""
+      [ -n "$before" ] && b=$(cmd_of "${c}_before_$path")
+      awk -v n="RL.$C $path" -v b="$b" -v z="$(cmd_of "${c}_top0_$path")" -v t="$(cmd_of "${c}_top_$path")" \
+        -v tz="$(total "$work/${c}_top0_$path.out")" -v tt="$(total "$work/${c}_top_$path.out")" \
+        'BEGIN {printf "| %s | %s | %d | %d | %+d | %d | %d |\n", n, b, z, t, t - z, tz, tt}'
+    done
+  done
+  awk -v z="$(cmd_of fixed_top0_admitted)" -v t="$(cmd_of fixed_top_tracked_admitted)" \
+    -v tt="$(total "$work/fixed_top_tracked_admitted.out")" \
+    'BEGIN {printf "| RL.FIXED admitted, key in the summary (size 8192) |  | %d | %d | %+d |  | %d |\n", z, t, t - z, tt}'
   echo
 fi
 

@@ -38,6 +38,8 @@ pub enum Reply {
     /// RL.ALL: the aggregate, then one decision per limit.
     All(Decision, Vec<Decision>),
     Bulk(Vec<u8>),
+    /// RL.TOP: worst first.
+    Top(Vec<super::top::Row>),
 }
 
 impl Call<'_> {
@@ -145,7 +147,9 @@ pub fn run(ctx: Ctx, argv: *mut RString, argc: c_int, command: &'static Command)
     let name = command.name;
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let argc = usize::try_from(argc).unwrap_or(0);
-        if argv.is_null() || argc < 2 {
+        // RL.TOP alone is a whole command; every other one needs arguments.
+        let least = if command.docs.arity == -1 { 1 } else { 2 };
+        if argv.is_null() || argc < least {
             return Err(Error::WrongArity(name));
         }
         // SAFETY: Redis passes `argc` valid argument strings that outlive the call.
@@ -172,7 +176,7 @@ pub fn run(ctx: Ctx, argv: *mut RString, argc: c_int, command: &'static Command)
         Ok(Reply::Ints(true, _)) => Outcome::Allowed,
         Ok(Reply::All(d, _)) if d.allowed => Outcome::Allowed,
         Ok(Reply::Ints(..) | Reply::All(..)) => Outcome::Denied,
-        Ok(Reply::Bulk(_)) => Outcome::Answered,
+        Ok(Reply::Bulk(_) | Reply::Top(_)) => Outcome::Answered,
         Err(_) => Outcome::Error,
     });
     reply(ctx, result);
@@ -233,6 +237,7 @@ fn reply(ctx: Ctx, result: Result<Reply>) {
                     }
                 }
             }
+            Ok(Reply::Top(rows)) => reply_top(ctx, &rows),
             Ok(Reply::Bulk(b)) => {
                 if let Some(f) = raw::RedisModule_ReplyWithStringBuffer {
                     f(ctx, b.as_ptr().cast(), b.len());
@@ -244,6 +249,45 @@ fn reply(ctx: Ctx, result: Result<Reply>) {
                     f(ctx, text.as_ptr());
                 }
             }
+        }
+    }
+}
+
+/// Each row as a map: a RESP3 map, or a flat field/value array in RESP2, which
+/// redis-cli shows one field per line.
+fn reply_top(ctx: Ctx, rows: &[super::top::Row]) {
+    // SAFETY: the reply functions only append to the calling client's reply buffer.
+    unsafe {
+        let (Some(array), Some(int), Some(text)) = (
+            raw::RedisModule_ReplyWithArray,
+            raw::RedisModule_ReplyWithLongLong,
+            raw::RedisModule_ReplyWithStringBuffer,
+        ) else {
+            return;
+        };
+        let bulk = |b: &[u8]| {
+            text(ctx, b.as_ptr().cast(), b.len());
+        };
+        array(ctx, rows.len() as std::os::raw::c_long);
+        for row in rows {
+            match raw::RedisModule_ReplyWithMap {
+                Some(map) => map(ctx, 7),
+                None => array(ctx, 14),
+            };
+            bulk(b"key");
+            bulk(&row.key);
+            bulk(b"denied");
+            int(ctx, i64::try_from(row.denied).unwrap_or(i64::MAX));
+            bulk(b"admitted");
+            int(ctx, i64::try_from(row.admitted).unwrap_or(i64::MAX));
+            bulk(b"error");
+            int(ctx, i64::try_from(row.error).unwrap_or(i64::MAX));
+            bulk(b"last_denied_ms");
+            int(ctx, row.last_denied_ms);
+            bulk(b"command");
+            bulk(row.kind.command.as_bytes());
+            bulk(b"algorithm");
+            bulk(row.kind.algorithm.to_ascii_lowercase().as_bytes());
         }
     }
 }

@@ -3,7 +3,10 @@
 
 use super::call::{Call, Reply, MAX_ARGS};
 use super::engine::{self, Limit};
+use super::key::bytes;
 use super::secret::with_secret;
+use super::top;
+use crate::algo::Mode;
 use crate::args::{parse_all, parse_now, parse_u64};
 use crate::commands::{algorithm, Command};
 use crate::error::{Error, Result};
@@ -30,6 +33,9 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
     };
     let now = r.now.unwrap_or_else(|| call.server_now_us());
     let decision = engine::single(call, &limit, now, r.mode)?;
+    if r.mode == Mode::Spend {
+        top::record(call.key_bytes(), decision.allowed, command, algorithm, now);
+    }
     Ok(Reply::Ints(
         decision.allowed,
         algorithm.reply(&decision, &limit.spec),
@@ -38,7 +44,7 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
 
 /// `RL.ALL <numlimits> <algo> <key> <limit> <window> [BURST b] [COST n] ... [NOW t]
 /// [PEEK|REFUND|RESET]`.
-pub fn all(call: &Call, _command: &'static Command) -> Result<Reply> {
+pub fn all(call: &Call, command: &'static Command) -> Result<Reply> {
     let args = call.all_args();
     let r = parse_all(&args, algorithm)?;
     // Positions in `args` start after the command name.
@@ -55,6 +61,15 @@ pub fn all(call: &Call, _command: &'static Command) -> Result<Reply> {
         .collect();
     let now = r.now.unwrap_or_else(|| call.server_now_us());
     let (total, each) = engine::all(call, &limits, now, r.mode)?;
+    if r.mode == Mode::Spend {
+        // Each limit that denied is counted as the denial, under its own algorithm.
+        for (l, d) in limits.iter().zip(&each) {
+            let allowed = total.allowed || d.allowed;
+            if total.allowed || !d.allowed {
+                top::record(bytes(l.key), allowed, command, l.algorithm, now);
+            }
+        }
+    }
     Ok(Reply::All(total, each))
 }
 

@@ -48,8 +48,11 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
                 text(ctx, c"skipped".as_ptr(), list.as_ptr().cast_mut());
             }
         }
+        // RL.TOP's own fields are the summary's size, not call counters.
         let shown = |c: &&crate::commands::Command| {
-            c.requires != Some("debug-commands") && c.state.get() == Registration::Registered
+            c.requires != Some("debug-commands")
+                && c.name != "rl.top"
+                && c.state.get() == Registration::Registered
         };
         for command in COMMANDS.iter().filter(shown) {
             // `rl_gcra_calls`, `rl_cl_throttle_calls`.
@@ -60,5 +63,8 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
                 }
             }
         }
+        let (entries, bytes) = super::top::info();
+        field(ctx, c"top_entries".as_ptr().cast_mut(), entries);
+        field(ctx, c"top_bytes".as_ptr().cast_mut(), bytes);
     }
 }

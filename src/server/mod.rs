@@ -19,3 +19,4 @@ pub mod options;
 pub mod register;
 pub mod secret;
 pub mod stats;
+pub mod top;
