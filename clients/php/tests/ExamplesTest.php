@@ -34,7 +34,7 @@ final class ExamplesTest extends KitTestCase
             [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']],
             $pipes,
             $root,
-            ['REDIS_PORT' => (string) Servers::get()->standalone(), 'PATH' => (string) getenv('PATH')],
+            ['REDIS_PORT' => (string) Servers::get()->standalone(), 'RL_SECRET' => Servers::SECRET, 'PATH' => (string) getenv('PATH')],
         );
         self::assertIsResource($server);
         try {

@@ -262,7 +262,7 @@ final class SymfonyTest extends KitTestCase
         $clock = new ManualClockAdapter();
         $limiter = new RateLimiter(self::standalone(), FailurePolicy::Open, $this->logger, $clock, new \RedisRl\DenyCache());
         $fixed = (new RateLimiterFactory(['id' => 'dc', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute'], $limiter))->create('u6');
-        $calls = static fn () => (int) preg_replace('/^calls=(\d+),.*$/', '$1', Servers::client(Servers::get()->standalone())->info('commandstats')['cmdstat_rl.fixed'] ?? 'calls=0,');
+        $calls = static fn () => self::calls('rl.fixed');
         $before = $calls();
 
         $results = [$fixed->consume(), $fixed->consume(), $fixed->consume()];

@@ -12,6 +12,7 @@ use Illuminate\Routing\Middleware\ThrottleRequests as LaravelThrottleRequests;
 use RedisRl\Decision;
 use RedisRl\Headers;
 use RedisRl\Limit;
+use RedisRl\Mode;
 use RedisRl\LimitDecision;
 use RedisRl\RateLimiter;
 use Symfony\Component\HttpKernel\Exception\HttpException;
@@ -54,7 +55,7 @@ class ThrottleRequests extends LaravelThrottleRequests
             }
         }
         $kit = array_map($this->limitFor(...), array_values($limits), array_keys(array_values($limits)));
-        $decision = $this->redisRl->hit(...$kit);
+        $decision = $this->redisRl->decide($kit, Mode::Hit, shadow: $this->settings->shadow);
 
         if ($decision->failure !== null) {
             if ($decision->allowed) {

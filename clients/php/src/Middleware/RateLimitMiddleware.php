@@ -15,6 +15,7 @@ use RedisRl\Algorithm;
 use RedisRl\Decision;
 use RedisRl\Headers;
 use RedisRl\Limit;
+use RedisRl\Mode;
 use RedisRl\RateLimiter;
 use RedisRl\RedisFailure;
 
@@ -75,8 +76,8 @@ final class RateLimitMiddleware implements MiddlewareInterface
         $decision = match (true) {
             // Whatever failed (RL.PSEUDONYM) was reported where it failed.
             $identity === null => $this->limiter->policyDecision(RedisFailure::unavailable('no identity for this request')),
-            $lease !== null => $this->limiter->acquire($leaseId, ...[...$limits, $lease]),
-            default => $this->limiter->hit(...$limits),
+            $lease !== null => $this->limiter->decide([...$limits, $lease], Mode::Hit, $leaseId, shadow: $this->shadow),
+            default => $this->limiter->decide($limits, Mode::Hit, shadow: $this->shadow),
         };
 
         if (!$this->limiter->admits($decision, $this->shadow, $request->getMethod() . ' ' . $request->getUri()->getPath())) {

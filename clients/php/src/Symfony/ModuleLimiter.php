@@ -103,7 +103,7 @@ final class ModuleLimiter implements LimiterInterface
             return $this->limiter->decide($this->limits, Mode::Peek, null, $at);
         }
 
-        return $this->limiter->decide(array_map(static fn (Limit $l) => $l->withCost($tokens), $this->limits), Mode::Hit, null, $at);
+        return $this->limiter->decide(array_map(static fn (Limit $l) => $l->withCost($tokens), $this->limits), Mode::Hit, null, $at, $this->shadow);
     }
 
     /** As Symfony's fixed window and token bucket: asking for more than the limit holds is a bug. */
