@@ -4,6 +4,7 @@
 # the libraries' own suites through the adapters (upstream/run.sh).
 #   RL_MODULE  the module to load (default: the repo's target/release build)
 #   RL_SERVER  the server binary (default: redis-server)
+#   RL_BACKEND module or scripts: one run only (default: both, one after the other)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -37,9 +38,14 @@ if [[ ! -f "$RL_MODULE" ]]; then
     exit 1
 fi
 
-phpunit --configuration phpunit.xml "$@"
-# Symfony RateLimiter's and Laravel's own throttle tests through the adapters (a few
-# seconds); not when PHPUnit was given arguments (one test, a filter).
-if (($# == 0)); then
-    upstream/run.sh
-fi
+# Twice: on a server with the module, then (RL_BACKEND=scripts) on a bare redis-server,
+# where the kit decides through the scripts. RL_BACKEND set by the caller runs one only.
+for backend in ${RL_BACKEND:-module scripts}; do
+    echo "== backend: ${backend} =="
+    RL_BACKEND=$backend phpunit --configuration phpunit.xml "$@"
+    # Symfony RateLimiter's and Laravel's own throttle tests through the adapters (a few
+    # seconds); not when PHPUnit was given arguments (one test, a filter).
+    if (($# == 0)); then
+        RL_BACKEND=$backend upstream/run.sh
+    fi
+done

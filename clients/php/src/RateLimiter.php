@@ -25,8 +25,17 @@ final class RateLimiter
     /** Requests that shadow mode let through although the server denied them. */
     private int $shadowDenials = 0;
 
+    /**
+     * Auto, on a server without the module: how often (kit time, µs) the next call asks
+     * the module again, so a module loaded later, or a failover to a node that has it,
+     * is used without an app restart. phpredis reconnects silently, so a new connection
+     * cannot always be seen; a failed call also forgets the answer.
+     */
+    public const RECHECK_US = 60_000_000;
+
     /** Auto: what this connection answered with (null: not known yet, or reconnecting). */
     private ?Backend $detected = null;
+    private int $detectedAt = 0;
 
     /**
      * @param LoggerInterface|Closure(string $level, string $message, array<string, mixed> $context): void|null $logger
@@ -323,21 +332,23 @@ final class RateLimiter
     {
         $scripts = fn () => $local !== null ? $local() : Scripts::run($this->redis, $keys, ...$args);
         try {
-            if ($this->backend() === Backend::Scripts) {
+            $recheck = $this->detected === Backend::Scripts && $this->now() - $this->detectedAt >= self::RECHECK_US;
+            if ($this->backend() === Backend::Scripts && !$recheck) {
                 return $scripts();
             }
             try {
                 $reply = $this->redis->command($keys[0] ?? null, ...$args);
             } catch (RedisFailure $failure) {
-                if ($this->backend !== Backend::Auto || $this->detected !== null
-                    || !str_starts_with($failure->getMessage(), 'ERR unknown command')) {
+                if ($this->backend !== Backend::Auto || !str_starts_with($failure->getMessage(), 'ERR unknown command')) {
                     throw $failure;
                 }
-                $this->detected = Backend::Scripts;
+                [$this->detected, $this->detectedAt] = [Backend::Scripts, $this->now()];
 
                 return $scripts();
             }
-            $this->detected ??= Backend::Module;
+            if ($this->backend === Backend::Auto) {
+                $this->detected = Backend::Module;
+            }
 
             return $reply;
         } catch (RedisFailure $failure) {

@@ -73,6 +73,15 @@ final class Servers
         return $this->standalone ??= $this->start(self::freePort(), ['--loadmodule', self::module()]);
     }
 
+    /**
+     * A new bare server of the test's own, which accepts MODULE LOAD (a test that loads
+     * the module into a running server must not change the suite's shared one).
+     */
+    public function fresh(): int
+    {
+        return $this->start(self::freePort(), ['--enable-module-command', 'yes']);
+    }
+
     /** Port of a standalone server with the module, whatever RL_BACKEND says. */
     public function withModule(): int
     {
