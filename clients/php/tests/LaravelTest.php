@@ -83,9 +83,30 @@ final class LaravelTest extends TestCase
         self::assertSame('3', Servers::client(Servers::get()->standalone())->get($key), 'one counter, the denied request not in it');
     }
 
+    public function testTheMetricsRouteCountsEveryDecision(): void
+    {
+        foreach (range(1, 4) as $_) {
+            $this->getJson('/api/plain');
+        }
+
+        $scrape = $this->get('/metrics');
+
+        $scrape->assertOk()->assertHeader('Content-Type', \RedisRl\Metrics\Registry::CONTENT_TYPE);
+        $lines = array_values(array_filter(explode("\n", (string) $scrape->getContent()), static fn ($l) => str_starts_with($l, 'redis_rl_decisions_total{') || str_starts_with($l, 'redis_rl_call_duration_seconds_count')));
+        sort($lines);
+        $backend = Servers::backend();
+        self::assertSame([
+            "redis_rl_call_duration_seconds_count{limit=\"limit0\"} 4",
+            "redis_rl_decisions_total{limit=\"limit0\",outcome=\"allowed\",backend=\"{$backend}\"} 3",
+            "redis_rl_decisions_total{limit=\"limit0\",outcome=\"denied\",backend=\"{$backend}\"} 1",
+        ], $lines);
+    }
+
     /** @return iterable<string, array{array<string, mixed>, string}> */
     public static function badConfig(): iterable
     {
+        yield 'unknown backend' => [['redis-rl.backend' => 'lua'], "backend must be 'auto', 'module' or 'scripts', got 'lua'"];
+        yield 'metrics not a path' => [['redis-rl.metrics' => true], 'config/redis-rl.php: metrics must be false or a route path'];
         yield 'unknown option' => [['redis-rl.blockDuration' => 60], "config/redis-rl.php: unknown option 'blockDuration'"];
         yield 'unknown algorithm' => [['redis-rl.algorithm' => 'token_bucket'], "redis-rl.algorithm must be one of sliding_counter, sliding_log, fixed, gcra, got 'token_bucket'"];
         yield 'unknown failure policy' => [['redis-rl.failure' => 'ignore'], "failure policy must be 'open' or 'closed', got 'ignore'"];
