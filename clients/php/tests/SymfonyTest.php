@@ -78,6 +78,27 @@ final class SymfonyTest extends KitTestCase
         self::assertDirectoryDoesNotExist($app->getCacheDir() . '/pools', 'nothing written to a cache pool');
     }
 
+    public function testTheMetricsRouteCountsTheControllersDecisions(): void
+    {
+        $app = $this->app('ours');
+        foreach (range(1, 9) as $_) {
+            $app->handle(Request::create('/api/trending'));
+        }
+
+        $scrape = $app->handle(Request::create('/metrics'));
+
+        self::assertSame(200, $scrape->getStatusCode());
+        self::assertSame(\RedisRl\Metrics\Registry::CONTENT_TYPE, $scrape->headers->get('Content-Type'));
+        $lines = array_values(array_filter(explode("\n", (string) $scrape->getContent()), static fn ($l) => str_starts_with($l, 'redis_rl_decisions_total{') || str_starts_with($l, 'redis_rl_call_duration_seconds_count')));
+        sort($lines);
+        $backend = Servers::backend();
+        self::assertSame([
+            'redis_rl_call_duration_seconds_count{limit="anonymous_api"} 9',
+            "redis_rl_decisions_total{limit=\"anonymous_api\",outcome=\"allowed\",backend=\"{$backend}\"} 8",
+            "redis_rl_decisions_total{limit=\"anonymous_api\",outcome=\"denied\",backend=\"{$backend}\"} 1",
+        ], $lines);
+    }
+
     public function testLoginThrottlingIsOneAllOrNothingCallPerAttempt(): void
     {
         $app = $this->app('ours');
