@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 # so no Composer download is needed (PSR-15's two interfaces are shimmed in tests/).
 packages=(php-cli php-redis phpunit php-psr-log php-psr-http-message php-psr-http-factory php-nyholm-psr7 redis-tools
     php-symfony-rate-limiter php-symfony-framework-bundle php-symfony-security-bundle php-symfony-yaml php-symfony-phpunit-bridge
-    php-laravel-framework php-nrk-predis composer php-zip)
+    php-laravel-framework php-nrk-predis composer php-zip php-apcu)
 [[ -n "${RL_SERVER:-}" ]] || packages+=(redis-server)
 missing=()
 for package in "${packages[@]}"; do

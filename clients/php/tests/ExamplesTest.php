@@ -59,6 +59,45 @@ final class ExamplesTest extends KitTestCase
         }
     }
 
+    public function testTheMetricsExampleCountsEveryRequestAcrossRequests(): void
+    {
+        Servers::client(Servers::get()->standalone())->flushAll();
+        $port = Servers::freePort();
+        $root = dirname(__DIR__);
+        $server = proc_open(
+            [PHP_BINARY, '-S', "127.0.0.1:{$port}", "{$root}/examples/metrics.php"],
+            [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']],
+            $pipes,
+            $root,
+            ['REDIS_PORT' => (string) Servers::get()->standalone(), 'PATH' => (string) getenv('PATH')],
+        );
+        self::assertIsResource($server);
+        try {
+            $deadline = microtime(true) + 10;
+            while (@fsockopen('127.0.0.1', $port) === false) {
+                self::assertLessThan($deadline, microtime(true), 'php -S examples/metrics.php did not start');
+                usleep(20_000);
+            }
+            $statuses = array_map(static fn () => self::get("http://127.0.0.1:{$port}/api")[0], range(1, 4));
+            [$status, $headers] = self::get("http://127.0.0.1:{$port}/metrics");
+            $text = (string) file_get_contents("http://127.0.0.1:{$port}/metrics");
+        } finally {
+            proc_terminate($server);
+            proc_close($server);
+        }
+
+        self::assertSame([200, 200, 200, 429], $statuses);
+        self::assertSame(200, $status);
+        self::assertSame(\RedisRl\Metrics\Registry::CONTENT_TYPE, $headers['content-type'] ?? null);
+        $backend = Servers::backend();
+        $lines = array_values(array_filter(explode("\n", $text), static fn ($l) => str_starts_with($l, 'redis_rl_decisions_total{') || str_starts_with($l, 'redis_rl_call_duration_seconds_count')));
+        self::assertSame([
+            "redis_rl_decisions_total{limit=\"api\",outcome=\"allowed\",backend=\"{$backend}\"} 3",
+            "redis_rl_decisions_total{limit=\"api\",outcome=\"denied\",backend=\"{$backend}\"} 1",
+            'redis_rl_call_duration_seconds_count{limit="api"} 4',
+        ], $lines, 'APCu kept the counts across the requests');
+    }
+
     /** @return array{int, array<string, string>} status, lower-cased header => value */
     private static function get(string $url): array
     {
