@@ -77,6 +77,27 @@ final class BackendTest extends KitTestCase
         self::assertSame(7, $after->remaining, 'the same key, continued: the layouts are the same');
     }
 
+    public function testAFailedCallMakesAutoAskTheModuleAgain(): void
+    {
+        $redis = new \RedisRl\Tests\Support\ScriptedConnection([
+            \RedisRl\RedisFailure::fromErrorReply("ERR unknown command 'RL.FIXED', with args beginning with: "),
+            [1, 4, 0, 60000],                                      // the same call, on the script
+            \RedisRl\RedisFailure::unavailable('connection lost'), // a failover, say
+            [1, 3, 0, 60000],                                      // the new node has the module
+        ]);
+        $rl = new RateLimiter($redis, FailurePolicy::Open, $this->logger);
+        $limit = Limit::fixed('f', 'rl:{u}:f', 5, 60);
+
+        self::assertSame(4, $rl->hit($limit)->remaining);
+        self::assertSame(Backend::Scripts, $rl->backend());
+        self::assertNotNull($rl->hit($limit)->failure);
+        self::assertSame(3, $rl->hit($limit)->remaining);
+
+        self::assertSame(['RL.FIXED', 'EVALSHA', 'EVALSHA', 'RL.FIXED'], array_map(static fn (array $c) => $c[0], $redis->sent));
+        self::assertSame(['1', 'rl:{u}:f', 'rl:{u}:f', '5', '60s'], array_slice($redis->sent[1], 2), 'KEYS then ARGV: every argument after the name');
+        self::assertSame(Backend::Module, $rl->backend());
+    }
+
     public function testScriptsOnAModuleServerDecideAsTheModuleOnTwinKeys(): void
     {
         $port = Servers::get()->withModule();
