@@ -124,7 +124,7 @@ final class RateLimiter
         if ($this->clock !== null) {
             array_push($args, 'NOW', (string) $this->now());
         }
-        $name = "throttle:{$count}/{$period}s";
+        $name = $quantity > 0 ? ["throttle:{$count}/{$period}s"] : []; // quantity 0 is a peek
         $start = hrtime(true);
         try {
             $reply = $this->send([$key], $args);
@@ -134,11 +134,11 @@ final class RateLimiter
             }
 
             $decision = ThrottleDecision::fromReply($reply);
-            $this->measured([$name], $start, $decision->allowed ? 'allowed' : 'denied');
+            $this->measured($name, $start, $decision->allowed ? 'allowed' : 'denied');
 
             return $decision;
         } catch (RedisFailure $failure) {
-            $this->measured($failure->kind === FailureKind::Misuse ? [] : [$name], $start, $this->failureOutcome());
+            $this->measured($failure->kind === FailureKind::Misuse ? [] : $name, $start, $this->failureOutcome());
             $policy = $this->failed($failure);
 
             return new ThrottleDecision($policy->allowed, $maxBurst + 1, 0, $policy->retryAfterSeconds(), 0, $failure);
@@ -187,7 +187,9 @@ final class RateLimiter
 
         // A lease can come back early (a RELEASE elsewhere): a cached denial could be wrong.
         $cacheable = $mode === Mode::Hit && !$leased && $at === null;
-        $names = array_map(static fn (Limit $l) => $l->name, $limits);
+        // The metrics count admissions (a hit, an acquire): not PEEK, REFUND, RESET, RELEASE
+        // or HEARTBEAT, which would count one request twice.
+        $names = $mode === Mode::Hit ? array_map(static fn (Limit $l) => $l->name, $limits) : [];
         if ($cacheable && ($cached = $this->denyCache?->lookup($signature, $now)) !== null) {
             $this->count($names, 'cache_denied');
 

@@ -80,6 +80,32 @@ final class MetricsTest extends KitTestCase
         self::assertStringNotContainsString('rl:{', $text);
     }
 
+    public function testOnlyAdmissionsAreCountedNotPeeksRefundsReleasesOrHeartbeats(): void
+    {
+        $metrics = new Registry();
+        $rl = new RateLimiter(self::standalone(), FailurePolicy::Open, $this->logger, new ManualClock(self::T0), metrics: $metrics);
+        $tag = bin2hex(random_bytes(4));
+        [$rate, $lease] = [Limit::gcra('rate', "rl:{{$tag}}:r", 10, 60), Limit::concurrency('inflight', "rl:{{$tag}}:c", 2, 30)];
+
+        $rl->acquire('req-1', $rate, $lease);                 // rate, inflight allowed
+        $rl->heartbeat('req-1', $lease);
+        $rl->release('req-1', $lease);
+        $rl->peek($rate);
+        $rl->refund($rate);
+        $rl->reset($rate);
+        $rl->throttle(self::key('t'), 1, 1, 60, 0);           // quantity 0: a peek
+
+        $backend = Servers::backend();
+        self::assertSame([
+            "redis_rl_decisions_total{limit=\"inflight\",outcome=\"allowed\",backend=\"{$backend}\"} 1",
+            "redis_rl_decisions_total{limit=\"rate\",outcome=\"allowed\",backend=\"{$backend}\"} 1",
+        ], self::lines($metrics->render(), 'redis_rl_decisions_total{'));
+        self::assertSame([
+            'redis_rl_call_duration_seconds_count{limit="inflight"} 1',
+            'redis_rl_call_duration_seconds_count{limit="rate"} 1',
+        ], self::lines($metrics->render(), 'redis_rl_call_duration_seconds_count'));
+    }
+
     public function testACallersMistakeIsNeitherCountedNorTimed(): void
     {
         $metrics = new Registry();
