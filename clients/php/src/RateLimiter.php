@@ -33,7 +33,7 @@ final class RateLimiter
      */
     public const RECHECK_US = 60_000_000;
 
-    /** Auto: what this connection answered with (null: not known yet, or reconnecting). */
+    /** Auto: what this connection answered with (null: not known yet). */
     private ?Backend $detected = null;
     private int $detectedAt = 0;
 
@@ -322,9 +322,9 @@ final class RateLimiter
     /**
      * Sends a module command line, or runs its script. Auto tries the command until the
      * connection has answered once: an `unknown command` reply marks it as scripts and
-     * the same call is run on them at once, so no decision is lost. A connection failure
-     * forgets the answer: the next call, on a new connection (maybe a failover node, maybe
-     * a server that has loaded the module since), detects again.
+     * the same call is run on them at once, so no decision is lost. After a failure, and
+     * every RECHECK_US on the scripts, the next call (maybe on a new connection, a failover
+     * node, a server that has loaded the module since) asks the module again.
      *
      * @param list<string> $keys the command's keys, in order
      * @param list<string> $args the module command line
@@ -354,8 +354,9 @@ final class RateLimiter
 
             return $reply;
         } catch (RedisFailure $failure) {
-            if ($failure->kind === FailureKind::Unavailable && !str_starts_with($failure->getMessage(), 'ERR unknown command')) {
-                $this->detected = null;
+            if ($failure->kind === FailureKind::Unavailable && $this->detected === Backend::Scripts) {
+                // The next call asks the module first (the label stays the last backend used).
+                $this->detectedAt = $this->now() - self::RECHECK_US;
             }
             throw $failure;
         }

@@ -91,6 +91,7 @@ final class BackendTest extends KitTestCase
         self::assertSame(4, $rl->hit($limit)->remaining);
         self::assertSame(Backend::Scripts, $rl->backend());
         self::assertNotNull($rl->hit($limit)->failure);
+        self::assertSame(Backend::Scripts, $rl->backend(), 'the failure is labelled with the backend last used');
         self::assertSame(3, $rl->hit($limit)->remaining);
 
         self::assertSame(['RL.FIXED', 'EVALSHA', 'EVALSHA', 'RL.FIXED'], array_map(static fn (array $c) => $c[0], $redis->sent));
