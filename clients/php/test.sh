@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The PHP kit's suite: PHPUnit against real module-enabled servers (standalone and a
-# 3-node cluster) that the tests start on free loopback ports and kill at the end.
+# 3-node cluster) that the tests start on free loopback ports and kill at the end, then
+# the libraries' own suites through the adapters (upstream/run.sh).
 #   RL_MODULE  the module to load (default: the repo's target/release build)
 #   RL_SERVER  the server binary (default: redis-server)
+#   RL_BACKEND module or scripts: one run only (default: both, one after the other)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,7 +13,7 @@ cd "$(dirname "$0")"
 # so no Composer download is needed (PSR-15's two interfaces are shimmed in tests/).
 packages=(php-cli php-redis phpunit php-psr-log php-psr-http-message php-psr-http-factory php-nyholm-psr7 redis-tools
     php-symfony-rate-limiter php-symfony-framework-bundle php-symfony-security-bundle php-symfony-yaml php-symfony-phpunit-bridge
-    php-laravel-framework)
+    php-laravel-framework php-nrk-predis composer php-zip php-apcu)
 [[ -n "${RL_SERVER:-}" ]] || packages+=(redis-server)
 missing=()
 for package in "${packages[@]}"; do
@@ -36,4 +38,14 @@ if [[ ! -f "$RL_MODULE" ]]; then
     exit 1
 fi
 
-exec phpunit --configuration phpunit.xml "$@"
+# Twice: on a server with the module, then (RL_BACKEND=scripts) on a bare redis-server,
+# where the kit decides through the scripts. RL_BACKEND set by the caller runs one only.
+for backend in ${RL_BACKEND:-module scripts}; do
+    echo "== backend: ${backend} =="
+    RL_BACKEND=$backend phpunit --configuration phpunit.xml "$@"
+    # Symfony RateLimiter's and Laravel's own throttle tests through the adapters (a few
+    # seconds); not when PHPUnit was given arguments (one test, a filter).
+    if (($# == 0)); then
+        RL_BACKEND=$backend upstream/run.sh
+    fi
+done

@@ -25,6 +25,9 @@ $limiter = new RateLimiter(
     FailurePolicy::Open,                        // an edge tier still stands in front
     static fn (string $level, string $message, array $context) => error_log("rate limiter {$level}: {$context['error']}"),
     denyCache: new DenyCache(),
+    // Without the module (any managed Redis), the kit hashes client IPs itself, with the
+    // module's secret: the same pseudonyms, so the same keys, when the module comes.
+    secret: getenv('RL_SECRET') ?: null,
 );
 
 $middleware = new RateLimitMiddleware($limiter, new Psr17Factory(), [

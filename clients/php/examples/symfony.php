@@ -29,19 +29,21 @@ final class App extends Kernel
     use MicroKernelTrait;
 
     public function registerBundles(): iterable { return [new FrameworkBundle()]; }
-    public function getCacheDir(): string { return sys_get_temp_dir() . '/redis-rl-symfony-example'; }
+    // The compiled container is cached (prod, no debug): a new one whenever this file changes.
+    public function getCacheDir(): string { return sys_get_temp_dir() . '/redis-rl-symfony-example-' . md5_file(__FILE__); }
 
     protected function configureContainer(ContainerConfigurator $c): void
     {
         $c->extension('framework', ['secret' => 'change-me', 'lock' => false, 'rate_limiter' => false]);
+        $c->parameters()->set('env(REDIS_PORT)', '6379');   // the default when REDIS_PORT is not set
         $services = $c->services();
         $services->set(RateLimiter::class)->args([
-            inline_service(RedisConnection::class)->args(['127.0.0.1', (int) (getenv('REDIS_PORT') ?: 6379)]),
+            inline_service(RedisConnection::class)->args(['127.0.0.1', '%env(int:REDIS_PORT)%']),   // read per request, not compiled in
             inline_service(FailurePolicy::class)->factory([FailurePolicy::class, 'named'])->args(['open']),
         ]);
         // Was framework.rate_limiter.anonymous_api: the same options.
         $services->set('limiter.anonymous_api', RateLimiterFactory::class)->args([
-            ['id' => 'anonymous_api', 'policy' => 'sliding_window', 'limit' => 3, 'interval' => '10 seconds'],
+            ['id' => 'anonymous_api', 'policy' => 'sliding_window', 'limit' => 3, 'interval' => '1 minute'],
             service(RateLimiter::class),
         ]);
         $services->alias(RateLimiterFactory::class . ' $anonymousApiLimiter', 'limiter.anonymous_api');

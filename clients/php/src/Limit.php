@@ -12,6 +12,12 @@ use InvalidArgumentException;
  */
 final readonly class Limit
 {
+    /** The module's bounds (it refuses anything outside them): amounts and windows. */
+    public const MAX_AMOUNT = 1_000_000_000_000_000;
+    public const MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000;
+    public const MAX_LOG_LIMIT = 1_000_000;
+    public const MAX_LOG_COST = 1_000;
+
     private function __construct(
         public string $name,
         public Algorithm $algorithm,
@@ -24,6 +30,33 @@ final readonly class Limit
         if ($name === '' || preg_match('/^[\x20-\x7e]+$/', $name) !== 1) {
             // The name goes into a structured-field string, which is printable ASCII.
             throw new InvalidArgumentException("limit name must be printable ASCII, got '{$name}'");
+        }
+        // What the module would refuse is refused here, where the limit is built (at
+        // startup), so a caller's mistake never reaches Redis or the failure policy.
+        if ($key === '') {
+            throw new InvalidArgumentException("limit '{$name}': the key must not be empty");
+        }
+        self::amount($name, 'limit', $limit);
+        self::amount($name, 'cost', $cost);
+        if ($burst !== null) {
+            self::amount($name, 'burst', $burst);
+        }
+        if ($algorithm === Algorithm::Gcra && $limit > $windowMs * 1000) {
+            throw new InvalidArgumentException("limit '{$name}': GCRA spaces requests at least 1 µs apart, so the limit ({$limit}) may not exceed the window in microseconds (" . ($windowMs * 1000) . ')');
+        }
+        if ($algorithm === Algorithm::SlideLog && ($limit > self::MAX_LOG_LIMIT || $cost > self::MAX_LOG_COST)) {
+            // One member per unit: the log's size and a call's work stay bounded.
+            throw new InvalidArgumentException("limit '{$name}': a sliding log holds at most " . self::MAX_LOG_LIMIT . ' units and a call adds at most ' . self::MAX_LOG_COST . ", got limit {$limit}, cost {$cost}");
+        }
+        if ($algorithm === Algorithm::Concurrency && $cost !== 1) {
+            throw new InvalidArgumentException("limit '{$name}': a concurrency limit holds one lease per request; it has no cost");
+        }
+    }
+
+    private static function amount(string $name, string $what, int $value): void
+    {
+        if ($value < 1 || $value > self::MAX_AMOUNT) {
+            throw new InvalidArgumentException("limit '{$name}': {$what} must be a positive integer no larger than " . self::MAX_AMOUNT . ", got {$value}");
         }
     }
 
@@ -111,10 +144,12 @@ final readonly class Limit
         if (is_int($window)) {
             $window = (string) $window;
         }
-        if (preg_match('/^([1-9][0-9]{0,14})(s|ms)?$/i', $window, $m) !== 1) {
-            throw new InvalidArgumentException("window must be seconds or '<n>s' or '<n>ms', got '{$window}'");
+        $ms = preg_match('/^([1-9][0-9]{0,14})(s|ms)?$/i', $window, $m) !== 1 ? 0
+            : (strtolower($m[2] ?? 's') === 'ms' ? (int) $m[1] : (int) $m[1] * 1000);
+        if ($ms < 1 || $ms > self::MAX_WINDOW_MS) {
+            throw new InvalidArgumentException("window must be a positive duration such as 60 (seconds), '60s' or '1500ms', at most " . self::MAX_WINDOW_MS . "ms (10 years), got '{$window}'");
         }
 
-        return strtolower($m[2] ?? 's') === 'ms' ? (int) $m[1] : (int) $m[1] * 1000;
+        return $ms;
     }
 }

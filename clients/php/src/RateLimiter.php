@@ -8,6 +8,7 @@ use Closure;
 use InvalidArgumentException;
 use Psr\Log\LoggerInterface;
 use RedisRl\Connection\Connection;
+use RedisRl\Metrics\Collector;
 
 /**
  * The module's commands as typed calls. Every decision comes from the server (or, opt-in,
@@ -25,9 +26,27 @@ final class RateLimiter
     private int $shadowDenials = 0;
 
     /**
+     * Auto, on a server without the module: how often (kit time, µs) the next call asks
+     * the module again, so a module loaded later, or a failover to a node that has it,
+     * is used without an app restart. phpredis reconnects silently, so a new connection
+     * cannot always be seen; a failed call also forgets the answer.
+     */
+    public const RECHECK_US = 60_000_000;
+
+    /** Auto: what this connection answered with (null: not known yet). */
+    private ?Backend $detected = null;
+    private int $detectedAt = 0;
+
+    /**
      * @param LoggerInterface|Closure(string $level, string $message, array<string, mixed> $context): void|null $logger
      *        where failures go; null writes them with error_log(), never nowhere
      * @param ?Clock $clock null: the server's clock decides; a Clock: its time is sent as NOW
+     * @param Backend $backend what decides: the module, the scripts, or (auto) the module
+     *        where the server has it and the scripts where it does not
+     * @param ?string $secret the module's RL_SECRET, for pseudonym() on the scripts backend
+     *        (Redis Lua has no SHA-256, so the kit computes the same HMAC itself)
+     * @param ?Collector $metrics null: no metrics; a Metrics\Registry (or your Collector):
+     *        every decision counted and every call timed (docs/metrics.md)
      */
     public function __construct(
         private readonly Connection $redis,
@@ -36,6 +55,9 @@ final class RateLimiter
         private readonly ?Clock $clock = null,
         private readonly ?DenyCache $denyCache = null,
         private readonly int $closedRetryAfterMs = 1000,
+        private readonly Backend $backend = Backend::Auto,
+        #[\SensitiveParameter] private readonly ?string $secret = null,
+        private readonly ?Collector $metrics = null,
     ) {
         $this->log = match (true) {
             $logger instanceof LoggerInterface => $logger->log(...),
@@ -102,15 +124,21 @@ final class RateLimiter
         if ($this->clock !== null) {
             array_push($args, 'NOW', (string) $this->now());
         }
+        $name = $quantity > 0 ? ["throttle:{$count}/{$period}s"] : []; // quantity 0 is a peek
+        $start = hrtime(true);
         try {
-            $reply = $this->redis->command($key, ...$args);
+            $reply = $this->send([$key], $args);
             if (!is_array($reply) || !array_is_list($reply) || count($reply) !== 5
                 || array_filter($reply, 'is_int') !== $reply) {
                 throw RedisFailure::unavailable('unexpected reply to RL.THROTTLE: ' . json_encode($reply));
             }
 
-            return ThrottleDecision::fromReply($reply);
+            $decision = ThrottleDecision::fromReply($reply);
+            $this->measured($name, $start, $decision->allowed ? 'allowed' : 'denied');
+
+            return $decision;
         } catch (RedisFailure $failure) {
+            $this->measured($failure->kind === FailureKind::Misuse ? [] : $name, $start, $this->failureOutcome());
             $policy = $this->failed($failure);
 
             return new ThrottleDecision($policy->allowed, $maxBurst + 1, 0, $policy->retryAfterSeconds(), 0, $failure);
@@ -120,18 +148,28 @@ final class RateLimiter
     /**
      * @param list<Limit> $limits
      * @param ?string $leaseId the lease for the concurrency limits among $limits
+     * @param ?int $at decide at this unix time in µs (sent as NOW) instead of now: a
+     *        reservation in the future (Symfony's reserve()) is a spend at its instant
+     * @param bool $shadow the caller lets a denial through (shadow mode): counted as
+     *        shadow_denied in the metrics; the decision itself is unchanged
      * @throws RedisFailure of kind Misuse: the server refused the call itself
      */
-    public function decide(array $limits, Mode $mode, ?string $leaseId = null): Decision
+    public function decide(array $limits, Mode $mode, ?string $leaseId = null, ?int $at = null, bool $shadow = false): Decision
     {
         if ($limits === []) {
             throw new InvalidArgumentException('at least one limit is needed');
         }
         $leased = array_filter($limits, static fn (Limit $l) => $l->algorithm === Algorithm::Concurrency) !== [];
+        if ($leaseId === '') {
+            throw new InvalidArgumentException('a lease id must not be empty');
+        }
+        if (count($limits) > 16) {
+            throw new InvalidArgumentException('one call checks at most 16 limits (RL.ALL), got ' . count($limits));
+        }
         if ($leased && $leaseId === null && in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
             throw new InvalidArgumentException('a concurrency limit needs a lease id: use acquire()/release()');
         }
-        $now = $this->now();
+        $now = $at ?? $this->now();
         if (count($limits) === 1 && $leased) {
             $args = ['RL.CONCURRENCY', ...$limits[0]->arguments(), $mode->leaseWord()];
             if (in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
@@ -148,14 +186,19 @@ final class RateLimiter
         $signature = implode("\0", $args);
 
         // A lease can come back early (a RELEASE elsewhere): a cached denial could be wrong.
-        $cacheable = $mode === Mode::Hit && !$leased;
+        $cacheable = $mode === Mode::Hit && !$leased && $at === null;
+        // The metrics count admissions (a hit, an acquire): not PEEK, REFUND, RESET, RELEASE
+        // or HEARTBEAT, which would count one request twice.
+        $names = $mode === Mode::Hit ? array_map(static fn (Limit $l) => $l->name, $limits) : [];
         if ($cacheable && ($cached = $this->denyCache?->lookup($signature, $now)) !== null) {
+            $this->count($names, 'cache_denied');
+
             return $cached;
         }
         if ($mode === Mode::Refund || $mode === Mode::Reset) {
             $this->denyCache?->clear();
         }
-        if ($this->clock !== null) {
+        if ($this->clock !== null || $at !== null) {
             array_push($args, 'NOW', (string) $now);
         }
         if (count($limits) > 1 && $leased && $leaseId !== null) {
@@ -165,12 +208,17 @@ final class RateLimiter
             $args[] = $mode->option();
         }
 
+        $start = hrtime(true);
         try {
             // RL.ALL's keys share one slot (the server insists), so the first routes it.
-            $decision = $this->parse($limits, $this->redis->command($limits[0]->key, ...$args));
+            $decision = $this->parse($limits, $this->send(array_map(static fn (Limit $l) => $l->key, $limits), $args));
         } catch (RedisFailure $failure) {
+            // A caller's mistake is raised, not a decision: neither counted nor timed.
+            $this->measured($failure->kind === FailureKind::Misuse ? [] : $names, $start, $this->failureOutcome());
+
             return $this->failed($failure);
         }
+        $this->measured($names, $start, $decision->allowed ? 'allowed' : ($shadow ? 'shadow_denied' : 'denied'));
         if ($cacheable) {
             $this->denyCache?->remember($signature, $decision, $now);
         }
@@ -198,7 +246,7 @@ final class RateLimiter
             array_push($args, 'NOW', (string) $this->now());
         }
         try {
-            $reply = $this->redis->command(null, ...$args);
+            $reply = $this->send([], $args, fn () => $this->localPseudonym($identity, $scope, $prefix6));
             if (!is_string($reply)) {
                 throw RedisFailure::unavailable('unexpected reply to RL.PSEUDONYM: ' . get_debug_type($reply));
             }
@@ -260,6 +308,97 @@ final class RateLimiter
     public function now(): int
     {
         return ($this->clock ?? new SystemClock())->nowMicros();
+    }
+
+    /**
+     * The backend that answers (or, before the first answer, would): what the metrics'
+     * `backend` label says.
+     */
+    public function backend(): Backend
+    {
+        return $this->backend === Backend::Auto ? ($this->detected ?? Backend::Module) : $this->backend;
+    }
+
+    /**
+     * Sends a module command line, or runs its script. Auto tries the command until the
+     * connection has answered once: an `unknown command` reply marks it as scripts and
+     * the same call is run on them at once, so no decision is lost. After a failure, and
+     * every RECHECK_US on the scripts, the next call (maybe on a new connection, a failover
+     * node, a server that has loaded the module since) asks the module again.
+     *
+     * @param list<string> $keys the command's keys, in order
+     * @param list<string> $args the module command line
+     * @param ?Closure(): mixed $local what answers instead of a script (RL.PSEUDONYM)
+     */
+    private function send(array $keys, array $args, ?Closure $local = null): mixed
+    {
+        $scripts = fn () => $local !== null ? $local() : Scripts::run($this->redis, $keys, ...$args);
+        try {
+            $recheck = $this->detected === Backend::Scripts && $this->now() - $this->detectedAt >= self::RECHECK_US;
+            if ($this->backend() === Backend::Scripts && !$recheck) {
+                return $scripts();
+            }
+            try {
+                $reply = $this->redis->command($keys[0] ?? null, ...$args);
+            } catch (RedisFailure $failure) {
+                if ($this->backend !== Backend::Auto || !str_starts_with($failure->getMessage(), 'ERR unknown command')) {
+                    throw $failure;
+                }
+                [$this->detected, $this->detectedAt] = [Backend::Scripts, $this->now()];
+
+                return $scripts();
+            }
+            if ($this->backend === Backend::Auto) {
+                $this->detected = Backend::Module;
+            }
+
+            return $reply;
+        } catch (RedisFailure $failure) {
+            if ($failure->kind === FailureKind::Unavailable && $this->detected === Backend::Scripts) {
+                // The next call asks the module first (the label stays the last backend used).
+                $this->detectedAt = $this->now() - self::RECHECK_US;
+            }
+            throw $failure;
+        }
+    }
+
+    /** RL.PSEUDONYM computed here, exactly as the module does, from the secret the app gave. */
+    private function localPseudonym(string $identity, ?string $scope, ?int $prefix6): string
+    {
+        if ($this->secret === null) {
+            throw RedisFailure::unavailable('RL.PSEUDONYM needs the module, or the secret: Redis Lua has no SHA-256, so on the scripts backend the kit computes pseudonyms itself; pass the server\'s RL_SECRET as the RateLimiter\'s secret');
+        }
+        if ($prefix6 !== null && ($prefix6 < 1 || $prefix6 > 128)) {
+            throw new RedisFailure(FailureKind::Misuse, 'ERR PREFIX6 must be a prefix length from 1 to 128');
+        }
+
+        return Pseudonym::of($this->secret, $identity, $scope, $prefix6, $this->now());
+    }
+
+    private function failureOutcome(): string
+    {
+        return $this->onFailure === FailurePolicy::Open ? 'failure_open' : 'failure_closed';
+    }
+
+    /** @param list<string> $names */
+    private function count(array $names, string $outcome): void
+    {
+        foreach ($names as $name) {
+            $this->metrics?->countDecision($name, $outcome, $this->backend()->value);
+        }
+    }
+
+    /** @param list<string> $names the call's limits; [] when it was a caller's mistake */
+    private function measured(array $names, int $start, string $outcome): void
+    {
+        if ($this->metrics === null) {
+            return;
+        }
+        $seconds = (hrtime(true) - $start) / 1e9;
+        foreach ($names as $name) {
+            $this->metrics->observeCall($name, $seconds);
+        }
+        $this->count($names, $outcome);
     }
 
     /** @param list<Limit> $limits */

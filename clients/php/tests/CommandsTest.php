@@ -169,18 +169,19 @@ final class CommandsTest extends KitTestCase
     public function testABadArgumentIsThrownWithTheServersMessageWhateverThePolicy(): void
     {
         foreach (FailurePolicy::cases() as $policy) {
-            $rl = $this->limiter(policy: $policy);
+            // A clock in seconds, not µs: the server refuses the NOW it sends.
+            $rl = $this->limiter(policy: $policy, clock: new ManualClock(1_718_609_349));
             try {
-                $rl->hit(Limit::fixed('zero', self::key('zero'), 0, 10));
-                self::fail('a limit of 0 was accepted');
+                $rl->hit(Limit::fixed('a', self::key('a'), 5, 10));
+                self::fail('a NOW in seconds was accepted');
             } catch (RedisFailure $e) {
                 self::assertSame(FailureKind::Misuse, $e->kind);
-                self::assertStringContainsString('limit must be a positive integer', $e->getMessage());
+                self::assertStringContainsString('looks like seconds', $e->getMessage());
             }
         }
         self::assertCount(2, $this->logger->records);
         self::assertSame('error', $this->logger->records[0][0]);
-        self::assertStringContainsString('limit must be a positive integer', $this->logger->records[0][1]);
+        self::assertStringContainsString('looks like seconds', $this->logger->records[0][1]);
     }
 
     public function testWithoutAClockTheServerClockDecides(): void

@@ -126,9 +126,6 @@ final class DenyCacheTest extends KitTestCase
 
     private static function gcraCalls(): int
     {
-        $stat = self::info(Servers::get()->standalone(), 'commandstats')['cmdstat_rl.gcra'] ?? 'calls=0';
-        preg_match('/calls=(\d+)/', $stat, $m);
-
-        return (int) $m[1];
+        return self::calls('rl.gcra');
     }
 }

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace RedisRl\Tests;
 
+use RedisRl\Backend;
 use RedisRl\Connection\ClusterConnection;
 use RedisRl\Connection\RedisConnection;
 use RedisRl\Decision;
@@ -52,6 +53,7 @@ final class FailurePolicyTest extends KitTestCase
 
     public function testModuleNotLoaded(): void
     {
+        $this->backend = Backend::Module; // on auto, the scripts would answer
         $this->assertPolicyApplies(
             new RedisConnection('127.0.0.1', Servers::get()->withoutModule()),
             "unknown command 'RL.GCRA'",
@@ -65,6 +67,7 @@ final class FailurePolicyTest extends KitTestCase
 
     public function testPseudonymWithoutTheModuleIsNullAndLogged(): void
     {
+        $this->backend = Backend::Module;
         $rl = $this->limiter(new RedisConnection('127.0.0.1', Servers::get()->withoutModule()));
 
         self::assertNull($rl->pseudonym('192.0.2.1'));

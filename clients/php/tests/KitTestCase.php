@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace RedisRl\Tests;
 
 use PHPUnit\Framework\TestCase;
+use RedisRl\Backend;
 use RedisRl\Clock;
 use RedisRl\Connection\Connection;
 use RedisRl\Connection\RedisConnection;
@@ -24,6 +25,9 @@ abstract class KitTestCase extends TestCase
 
     protected RecordingLogger $logger;
 
+    /** What limiter() builds its RateLimiters for (a test about the module alone says Module). */
+    protected Backend $backend = Backend::Auto;
+
     protected function setUp(): void
     {
         $this->logger = new RecordingLogger();
@@ -40,7 +44,8 @@ abstract class KitTestCase extends TestCase
         ?Clock $clock = null,
         ?DenyCache $cache = null,
     ): RateLimiter {
-        return new RateLimiter($redis ?? self::standalone(), $policy, $this->logger, $clock, $cache);
+        // The secret is the servers' RL_SECRET: the scripts backend computes pseudonyms with it.
+        return new RateLimiter($redis ?? self::standalone(), $policy, $this->logger, $clock, $cache, backend: $this->backend, secret: Servers::SECRET);
     }
 
     /** A key no other test touches, with a hash tag so it is valid in a cluster too. */
@@ -52,6 +57,9 @@ abstract class KitTestCase extends TestCase
     /** The module copy in use may not have RL.ALL / REFUND / RESET yet: skip, saying so. */
     protected static function requireFeature(string $feature): void
     {
+        if (Servers::backend() === 'scripts') {
+            return; // the scripts have every feature
+        }
         if (!array_key_exists($feature, self::$missing)) {
             $probe = match ($feature) {
                 'RL.ALL' => ['RL.ALL', '1', 'FIXED', 'rl:{probe}', '1', '1', 'PEEK'],
@@ -67,6 +75,21 @@ abstract class KitTestCase extends TestCase
         if (self::$missing[$feature] !== null) {
             self::markTestSkipped("the module under test does not support {$feature} yet: " . self::$missing[$feature]);
         }
+    }
+
+    /**
+     * How many times the suite's server ran $command ('rl.fixed'): on the scripts backend,
+     * how many scripts it ran, whichever (a call is one EVALSHA, or EVAL after NOSCRIPT).
+     */
+    public static function calls(string $command, ?int $port = null): int
+    {
+        $stats = self::info($port ?? Servers::get()->standalone(), 'commandstats');
+        $of = static fn (string $c, string $field = 'calls') => preg_match("/\\b{$field}=(\\d+)/", $stats["cmdstat_{$c}"] ?? '', $m) === 1 ? (int) $m[1] : 0;
+
+        // An EVALSHA answered NOSCRIPT (then sent again as EVAL) decided nothing.
+        return Servers::backend() === 'scripts' && $command !== 'rl.pseudonym'
+            ? $of('evalsha') - $of('evalsha', 'failed_calls') + $of('eval')
+            : $of($command);
     }
 
     /** @return array<string, string> the server's INFO fields from one section */

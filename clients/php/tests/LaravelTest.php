@@ -83,6 +83,76 @@ final class LaravelTest extends TestCase
         self::assertSame('3', Servers::client(Servers::get()->standalone())->get($key), 'one counter, the denied request not in it');
     }
 
+    public function testTheMetricsRouteCountsEveryDecision(): void
+    {
+        foreach (range(1, 4) as $_) {
+            $this->getJson('/api/plain');
+        }
+
+        $scrape = $this->get('/metrics');
+
+        $scrape->assertOk()->assertHeader('Content-Type', \RedisRl\Metrics\Registry::CONTENT_TYPE);
+        $lines = array_values(array_filter(explode("\n", (string) $scrape->getContent()), static fn ($l) => str_starts_with($l, 'redis_rl_decisions_total{') || str_starts_with($l, 'redis_rl_call_duration_seconds_count')));
+        sort($lines);
+        $backend = Servers::backend();
+        self::assertSame([
+            "redis_rl_call_duration_seconds_count{limit=\"limit0\"} 4",
+            "redis_rl_decisions_total{limit=\"limit0\",outcome=\"allowed\",backend=\"{$backend}\"} 3",
+            "redis_rl_decisions_total{limit=\"limit0\",outcome=\"denied\",backend=\"{$backend}\"} 1",
+        ], $lines);
+    }
+
+    /** @return iterable<string, array{array<string, mixed>, string}> */
+    public static function badConfig(): iterable
+    {
+        yield 'unknown backend' => [['redis-rl.backend' => 'lua'], "backend must be 'auto', 'module' or 'scripts', got 'lua'"];
+        yield 'metrics not a path' => [['redis-rl.metrics' => true], 'config/redis-rl.php: metrics must be false or a route path'];
+        yield 'unknown option' => [['redis-rl.blockDuration' => 60], "config/redis-rl.php: unknown option 'blockDuration'"];
+        yield 'unknown algorithm' => [['redis-rl.algorithm' => 'token_bucket'], "redis-rl.algorithm must be one of sliding_counter, sliding_log, fixed, gcra, got 'token_bucket'"];
+        yield 'unknown failure policy' => [['redis-rl.failure' => 'ignore'], "failure policy must be 'open' or 'closed', got 'ignore'"];
+        yield 'unknown clock' => [['redis-rl.clock' => 'system'], "clock must be null (the server's) or 'carbon'"];
+    }
+
+    /**
+     * A mistake in config/redis-rl.php fails when the application boots, naming it.
+     *
+     * @dataProvider badConfig
+     * @param array<string, mixed> $config
+     */
+    public function testABadConfigIsRefusedAtBootWithItsName(array $config, string $message): void
+    {
+        try {
+            $this->reconfigure($config);
+            self::fail('accepted');
+        } catch (\InvalidArgumentException $e) {
+            self::assertStringContainsString($message, $e->getMessage());
+        }
+    }
+
+    /**
+     * As Laravel 8.83: nested throttles show the tightest limiter's fields, on its 429 too.
+     * Both limit the same signature, so (as in Laravel) they count on one counter: the
+     * first request is counted twice, the inner limit of 3 refuses the second.
+     */
+    public function testNestedThrottlesShowTheTightestLimitersHeaders(): void
+    {
+        [$first, $second] = array_map(fn () => $this->getJson('/api/nested'), range(1, 2));
+
+        $first->assertOk()->assertHeader('X-RateLimit-Limit', '3')->assertHeader('X-RateLimit-Remaining', '1');
+        $second->assertStatus(429)->assertHeader('X-RateLimit-Limit', '3')->assertHeader('X-RateLimit-Remaining', '0');
+        $second->assertHeader('Retry-After', '60');
+    }
+
+    /** As Laravel: throttle:0,1 refuses every request with a 429 (not a 500), asking nothing of Redis. */
+    public function testAZeroLimitAnswers429AsLaravelDoes(): void
+    {
+        $response = $this->getJson('/api/closed');
+
+        $response->assertStatus(429)->assertHeader('X-RateLimit-Limit', '0')->assertHeader('X-RateLimit-Remaining', '0');
+        $response->assertHeader('Retry-After', '0');
+        self::assertSame([], Servers::client(Servers::get()->standalone())->keys('*'), 'nothing was counted');
+    }
+
     /**
      * uploads = 5 an hour and 2 a minute. Laravel's Redis limiter checks them one by one
      * and counts every request it sees: the three the minute limit refuses are spent
@@ -171,7 +241,7 @@ final class LaravelTest extends TestCase
     public function testTheDenyCacheAnswersARepeatedDenialWithoutARoundTrip(): void
     {
         $this->reconfigure(['redis-rl.deny_cache' => true]);
-        $calls = static fn () => (int) preg_replace('/^calls=(\d+),.*$/', '$1', Servers::client(Servers::get()->standalone())->info('commandstats')['cmdstat_rl.slidecount'] ?? 'calls=0,');
+        $calls = static fn () => KitTestCase::calls('rl.slidecount');
         $before = $calls();
 
         $statuses = array_map(fn () => $this->getJson('/api/plain')->getStatusCode(), range(1, 6));
@@ -200,6 +270,8 @@ final class LaravelTest extends TestCase
         config($config);
         $this->app->forgetInstance(Settings::class);
         $this->app->forgetInstance(RateLimiter::class);
+        // The provider reads its config when it registers (at boot): register it again.
+        (new \RedisRl\Laravel\RedisRlServiceProvider($this->app))->register();
     }
 
     /** @return list<array<string, mixed>> */

@@ -55,6 +55,9 @@ final class MiddlewareTest extends KitTestCase
 
     public function testThePseudonymIsAskedOncePerAddressAndUtcDay(): void
     {
+        if (Servers::backend() === 'scripts') {
+            self::markTestSkipped('the scripts backend computes pseudonyms in the kit: no server call to count');
+        }
         $middleware = $this->middleware([Limit::fixed('api', 'rl:{id}:p', 1000, 60)]);
         $calls = static fn () => (int) substr(strtok(
             self::info(Servers::get()->standalone(), 'commandstats')['cmdstat_rl.pseudonym'] ?? 'calls=0,',

@@ -9,7 +9,7 @@ use RedisRl\RateLimiter;
 use RedisRl\Tests\Support\Servers;
 
 /**
- * MIGRATING.md's claim: the seed's EVALSHA wrappers and the kit, taking turns on the
+ * The migration notes' claim (docs/frameworks/php.md): the seed's EVALSHA wrappers and the kit, taking turns on the
  * same keys, give the same answers, so app servers can switch one at a time. Both read
  * the real clock here (the seed's wrappers do), with windows long enough not to roll
  * over during the few milliseconds the test takes.

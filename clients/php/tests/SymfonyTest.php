@@ -32,6 +32,7 @@ foreach (['Bundle/FrameworkBundle', 'Bundle/SecurityBundle', 'Component/RateLimi
 require_once '/usr/share/php/Symfony/Bridge/PhpUnit/ClockMock.php';
 // Symfony's own limiter reads microtime(): ClockMock steps it with the kit's clock.
 ClockMock::register(FixedWindowLimiter::class);
+ClockMock::register(\Symfony\Component\RateLimiter\Reservation::class);
 
 /** Symfony RateLimiter 5.4 on the module, inside a real Symfony HttpKernel application. */
 final class SymfonyTest extends KitTestCase
@@ -75,6 +76,27 @@ final class SymfonyTest extends KitTestCase
         self::assertSame((string) (intdiv(self::T0, 1_000_000) + 10), $responses[8]->headers->get('X-RateLimit-Retry-After'));
         self::assertSame(8, Servers::client(Servers::get()->standalone())->zCard('rl:{127.0.0.1}:anonymous_api'));
         self::assertDirectoryDoesNotExist($app->getCacheDir() . '/pools', 'nothing written to a cache pool');
+    }
+
+    public function testTheMetricsRouteCountsTheControllersDecisions(): void
+    {
+        $app = $this->app('ours');
+        foreach (range(1, 9) as $_) {
+            $app->handle(Request::create('/api/trending'));
+        }
+
+        $scrape = $app->handle(Request::create('/metrics'));
+
+        self::assertSame(200, $scrape->getStatusCode());
+        self::assertSame(\RedisRl\Metrics\Registry::CONTENT_TYPE, $scrape->headers->get('Content-Type'));
+        $lines = array_values(array_filter(explode("\n", (string) $scrape->getContent()), static fn ($l) => str_starts_with($l, 'redis_rl_decisions_total{') || str_starts_with($l, 'redis_rl_call_duration_seconds_count')));
+        sort($lines);
+        $backend = Servers::backend();
+        self::assertSame([
+            'redis_rl_call_duration_seconds_count{limit="anonymous_api"} 9',
+            "redis_rl_decisions_total{limit=\"anonymous_api\",outcome=\"allowed\",backend=\"{$backend}\"} 8",
+            "redis_rl_decisions_total{limit=\"anonymous_api\",outcome=\"denied\",backend=\"{$backend}\"} 1",
+        ], $lines);
     }
 
     public function testLoginThrottlingIsOneAllOrNothingCallPerAttempt(): void
@@ -152,32 +174,54 @@ final class SymfonyTest extends KitTestCase
         $fixed->consume(3);
     }
 
-    public function testTokenBucketReservesByWaitingAndSlidingWindowCannotReserve(): void
+    public function testTokenBucketReservesInTheFutureAndSlidingWindowCannotReserve(): void
     {
-        $clock = new ManualClockAdapter();
-        $limiter = $this->limiter(clock: $clock);
-        $slept = [];
-        $sleep = static function (int $ms) use ($clock, &$slept): void {
-            $slept[] = $ms;
-            $clock->micros += $ms * 1000;
-        };
+        // Reservation::getWaitDuration() reads microtime(): ClockMock's, which Clock steps.
+        $limiter = $this->limiter(clock: new Clock());
         $factory = new RateLimiterFactory(['id' => 'tb', 'policy' => 'token_bucket', 'limit' => 2, 'rate' => ['interval' => '10 seconds', 'amount' => 1]], $limiter);
-        $bucket = new \RedisRl\Symfony\ModuleLimiter($limiter, [$factory->limit('u2')], false, $sleep);
+        $bucket = $factory->create('u2');
 
         self::assertSame(2, $bucket->consume(2)->getLimit());
+        // As Symfony's: reserve() does not wait, the reservation is due when the token is.
         $reservation = $bucket->reserve(1, 15.0);
-        self::assertSame([10_000], $slept, 'waited one emission interval');
-        self::assertTrue($reservation->getRateLimit()->isAccepted());
+        self::assertSame(10.0, round($reservation->getWaitDuration(), 3), 'due one emission interval later');
+        self::assertSame(self::T0 + 10_000_000, (int) $reservation->getRateLimit()->getRetryAfter()->format('Uu'));
+        self::assertFalse($reservation->getRateLimit()->isAccepted(), 'a future reservation, as Symfony reports it');
         try {
-            $bucket->reserve(1, 5.0);
+            // The reserved token is spent at T0 + 10 s: the next one is due at T0 + 20 s.
+            $bucket->reserve(1, 15.0);
             self::fail('a wait above maxTime must throw');
         } catch (MaxWaitDurationExceededException $e) {
             self::assertFalse($e->getRateLimit()->isAccepted());
         }
-        self::assertSame([10_000], $slept, 'nothing waited for a reservation it could not get in time');
+        Clock::set(Clock::$micros + 10_000_000);
+        self::assertFalse($bucket->consume()->isAccepted(), 'the token due now was reserved');
+        Clock::set(Clock::$micros + 10_000_000);
+        self::assertTrue($bucket->consume()->isAccepted(), 'and the next one is free');
 
         $this->expectException(ReserveNotSupportedException::class);
         (new RateLimiterFactory(['id' => 's', 'policy' => 'sliding_window', 'limit' => 2, 'interval' => '1 minute'], $limiter))->create('u2')->reserve();
+    }
+
+    public function testACompoundOfOneLimiterCannotReserveAndConsumeZeroIsAcceptedWhenExhausted(): void
+    {
+        $limiter = $this->limiter(clock: new ManualClockAdapter());
+        $factory = new RateLimiterFactory(['id' => 'one', 'policy' => 'fixed_window', 'limit' => 2, 'interval' => '1 minute'], $limiter);
+        $fixed = $factory->create('u5');
+        self::assertTrue($fixed->consume(2)->isAccepted());
+        $zero = $fixed->consume(0);
+        self::assertTrue($zero->isAccepted(), 'consume(0) takes nothing: Symfony accepts it on an exhausted window');
+        self::assertSame(0, $zero->getRemainingTokens());
+        self::assertFalse($fixed->consume()->isAccepted(), 'and it spent nothing');
+        try {
+            (new RateLimiterFactory(['id' => 'tb', 'policy' => 'token_bucket', 'limit' => 2, 'rate' => ['interval' => '1 second']], $limiter))->create('u5')->consume(3);
+            self::fail('more than the burst must throw');
+        } catch (\InvalidArgumentException $e) {
+            self::assertSame('Cannot reserve more tokens (3) than the burst size of the rate limiter (2).', $e->getMessage());
+        }
+
+        $this->expectException(ReserveNotSupportedException::class);
+        (new CompoundLimiter([$factory->create('u5')]))->reserve();
     }
 
     public function testTheCompoundLimiterIsAtomicWhereSymfonysIsNot(): void
@@ -239,7 +283,7 @@ final class SymfonyTest extends KitTestCase
         $clock = new ManualClockAdapter();
         $limiter = new RateLimiter(self::standalone(), FailurePolicy::Open, $this->logger, $clock, new \RedisRl\DenyCache());
         $fixed = (new RateLimiterFactory(['id' => 'dc', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute'], $limiter))->create('u6');
-        $calls = static fn () => (int) preg_replace('/^calls=(\d+),.*$/', '$1', Servers::client(Servers::get()->standalone())->info('commandstats')['cmdstat_rl.fixed'] ?? 'calls=0,');
+        $calls = static fn () => self::calls('rl.fixed');
         $before = $calls();
 
         $results = [$fixed->consume(), $fixed->consume(), $fixed->consume()];

@@ -12,6 +12,7 @@ use Illuminate\Routing\Middleware\ThrottleRequests as LaravelThrottleRequests;
 use RedisRl\Decision;
 use RedisRl\Headers;
 use RedisRl\Limit;
+use RedisRl\Mode;
 use RedisRl\LimitDecision;
 use RedisRl\RateLimiter;
 use Symfony\Component\HttpKernel\Exception\HttpException;
@@ -42,8 +43,19 @@ class ThrottleRequests extends LaravelThrottleRequests
      */
     protected function handleRequest($request, Closure $next, array $limits)
     {
+        foreach (array_values($limits) as $limit) {
+            if ((int) $limit->maxAttempts <= 0) {
+                // As Laravel: a limit of 0 (or less) refuses every request, with nothing to
+                // wait for (Retry-After 0); Redis is not asked and nothing is counted.
+                $headers = $this->getHeaders((int) $limit->maxAttempts, 0, 0);
+
+                throw is_callable($limit->responseCallback)
+                    ? new HttpResponseException(($limit->responseCallback)($request, $headers))
+                    : new ThrottleRequestsException('Too Many Attempts.', null, $headers);
+            }
+        }
         $kit = array_map($this->limitFor(...), array_values($limits), array_keys(array_values($limits)));
-        $decision = $this->redisRl->hit(...$kit);
+        $decision = $this->redisRl->decide($kit, Mode::Hit, shadow: $this->settings->shadow);
 
         if ($decision->failure !== null) {
             if ($decision->allowed) {
@@ -64,9 +76,11 @@ class ThrottleRequests extends LaravelThrottleRequests
         }
 
         $response = $next($request);
-        // As Laravel's: the fields of the limit with the least left.
+        // As Laravel's: the fields of the limit with the least left, unless the response
+        // already carries a tighter one (a nested throttle, or its 429): getHeaders() with
+        // the response keeps the smaller X-RateLimit-Remaining.
         $index = array_keys($decision->limits, Headers::tightest($decision->limits), true)[0];
-        $response->headers->add($this->headersFor($decision->limits[$index], array_values($limits)[$index], $decision));
+        $response->headers->add($this->headersFor($decision->limits[$index], array_values($limits)[$index], $decision, $response));
 
         return $response;
     }
@@ -74,15 +88,17 @@ class ThrottleRequests extends LaravelThrottleRequests
     /** @param object{key: string, maxAttempts: int, decayMinutes: int|float} $limit */
     private function limitFor(object $limit, int $index): Limit
     {
-        $seconds = max(1, (int) round($limit->decayMinutes * 60));
-        $key = $this->settings->prefix . '{' . $limit->key . '}:' . $seconds . 's';
+        // Laravel's decay is minutes, fractions allowed (throttle:10,0.5): kept to the ms.
+        $ms = (int) round($limit->decayMinutes * 60_000);
+        $window = $ms % 1000 === 0 ? intdiv($ms, 1000) : $ms . 'ms';
+        $key = $this->settings->prefix . '{' . $limit->key . '}:' . (is_int($window) ? $window . 's' : $window);
         $name = 'limit' . $index;
 
         return match ($this->settings->algorithm) {
-            'sliding_counter' => Limit::slideCount($name, $key, (int) $limit->maxAttempts, $seconds),
-            'sliding_log' => Limit::slideLog($name, $key, (int) $limit->maxAttempts, $seconds),
-            'fixed' => Limit::fixed($name, $key, (int) $limit->maxAttempts, $seconds),
-            'gcra' => Limit::gcra($name, $key, (int) $limit->maxAttempts, $seconds),
+            'sliding_counter' => Limit::slideCount($name, $key, (int) $limit->maxAttempts, $window),
+            'sliding_log' => Limit::slideLog($name, $key, (int) $limit->maxAttempts, $window),
+            'fixed' => Limit::fixed($name, $key, (int) $limit->maxAttempts, $window),
+            'gcra' => Limit::gcra($name, $key, (int) $limit->maxAttempts, $window),
         };
     }
 
@@ -113,10 +129,10 @@ class ThrottleRequests extends LaravelThrottleRequests
      *
      * @return array<string, int>
      */
-    private function headersFor(LimitDecision $d, object $limit, Decision $decision): array
+    private function headersFor(LimitDecision $d, object $limit, Decision $decision, ?\Symfony\Component\HttpFoundation\Response $response = null): array
     {
         $retryAfter = $d->allowed ? null : intdiv(($d->retryAfterMs ?? $d->resetAfterMs) + 999, 1000);
 
-        return $this->getHeaders((int) $limit->maxAttempts, $d->allowed ? $d->remaining : 0, $retryAfter);
+        return $this->getHeaders((int) $limit->maxAttempts, $d->allowed ? $d->remaining : 0, $retryAfter, $response);
     }
 }

@@ -15,6 +15,7 @@ use RedisRl\Algorithm;
 use RedisRl\Decision;
 use RedisRl\Headers;
 use RedisRl\Limit;
+use RedisRl\Mode;
 use RedisRl\RateLimiter;
 use RedisRl\RedisFailure;
 
@@ -58,6 +59,12 @@ final class RateLimitMiddleware implements MiddlewareInterface
         if ($concurrency !== null && $concurrency->algorithm !== Algorithm::Concurrency) {
             throw new InvalidArgumentException('the concurrency option takes a Limit::concurrency(...)');
         }
+        foreach ([...$limits, ...($concurrency === null ? [] : [$concurrency])] as $limit) {
+            // Checked here, not per request: each caller's keys are made from the {id}.
+            if (!str_contains($limit->key, '{id}')) {
+                throw new InvalidArgumentException("limit '{$limit->name}': the key '{$limit->key}' needs an {id} placeholder for the caller");
+            }
+        }
     }
 
     public function process(ServerRequestInterface $request, RequestHandlerInterface $handler): ResponseInterface
@@ -69,8 +76,8 @@ final class RateLimitMiddleware implements MiddlewareInterface
         $decision = match (true) {
             // Whatever failed (RL.PSEUDONYM) was reported where it failed.
             $identity === null => $this->limiter->policyDecision(RedisFailure::unavailable('no identity for this request')),
-            $lease !== null => $this->limiter->acquire($leaseId, ...[...$limits, $lease]),
-            default => $this->limiter->hit(...$limits),
+            $lease !== null => $this->limiter->decide([...$limits, $lease], Mode::Hit, $leaseId, shadow: $this->shadow),
+            default => $this->limiter->decide($limits, Mode::Hit, shadow: $this->shadow),
         };
 
         if (!$this->limiter->admits($decision, $this->shadow, $request->getMethod() . ' ' . $request->getUri()->getPath())) {

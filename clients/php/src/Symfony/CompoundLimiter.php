@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace RedisRl\Symfony;
 
+use Symfony\Component\RateLimiter\Exception\ReserveNotSupportedException;
 use Symfony\Component\RateLimiter\LimiterInterface;
 use Symfony\Component\RateLimiter\RateLimit;
 use Symfony\Component\RateLimiter\Reservation;
@@ -21,7 +22,7 @@ final class CompoundLimiter implements LimiterInterface
     private readonly ModuleLimiter $all;
 
     /** @param non-empty-list<LimiterInterface> $limiters */
-    public function __construct(array $limiters, ?\Closure $sleep = null)
+    public function __construct(array $limiters)
     {
         $limits = [];
         $shadow = false;
@@ -37,13 +38,13 @@ final class CompoundLimiter implements LimiterInterface
         if ($rateLimiter === null) {
             throw new \LogicException('CompoundLimiter needs at least one limiter.');
         }
-        $this->all = new ModuleLimiter($rateLimiter, $limits, $shadow, $sleep);
+        $this->all = new ModuleLimiter($rateLimiter, $limits, $shadow);
     }
 
-    /** As Symfony's CompoundLimiter: ReserveNotSupportedException. */
+    /** As Symfony's CompoundLimiter, whatever it holds (one limiter too): ReserveNotSupportedException. */
     public function reserve(int $tokens = 1, ?float $maxTime = null): Reservation
     {
-        return $this->all->reserve($tokens, $maxTime);
+        throw new ReserveNotSupportedException(self::class);
     }
 
     public function consume(int $tokens = 1): RateLimit

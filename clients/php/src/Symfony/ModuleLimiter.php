@@ -4,7 +4,6 @@ declare(strict_types=1);
 
 namespace RedisRl\Symfony;
 
-use Closure;
 use RedisRl\Algorithm;
 use RedisRl\Decision;
 use RedisRl\Headers;
@@ -24,50 +23,46 @@ use Symfony\Component\RateLimiter\Reservation;
  */
 final class ModuleLimiter implements LimiterInterface
 {
-    /** @var Closure(int): void */
-    private readonly Closure $sleep;
-
-    /**
-     * @param non-empty-list<Limit> $limits
-     * @param ?Closure(int $ms): void $sleep how reserve() waits (default usleep)
-     */
+    /** @param non-empty-list<Limit> $limits */
     public function __construct(
         private readonly RateLimiter $limiter,
         private readonly array $limits,
         private readonly bool $shadow = false,
-        ?Closure $sleep = null,
     ) {
-        $this->sleep = $sleep ?? static fn (int $ms) => usleep($ms * 1000);
     }
 
     /**
-     * Symfony's fixed window and token bucket reserve tokens in the future; a module
-     * command decides now. So reserve() waits here, for as long as the server says and no
-     * longer than $maxTime, and then takes the tokens: the reservation it returns is due
-     * at once. The sliding window (and a compound limiter) cannot reserve in Symfony
+     * As Symfony's fixed window and token bucket: the tokens are taken now if they are
+     * there, else at the instant they will be (the server's retry_after), and the
+     * reservation is due then; reserve() never sleeps, Reservation::wait() does. A
+     * reservation in the future is a spend decided at that instant (sent as NOW), so
+     * later calls see the tokens gone. The sliding window cannot reserve in Symfony
      * either: ReserveNotSupportedException, as there.
      */
     public function reserve(int $tokens = 1, ?float $maxTime = null): Reservation
     {
-        foreach ($this->limits as $limit) {
-            if (!in_array($limit->algorithm, [Algorithm::Fixed, Algorithm::Gcra], true) || count($this->limits) > 1) {
-                throw new ReserveNotSupportedException(self::class);
-            }
+        if (count($this->limits) > 1 || !in_array($this->limits[0]->algorithm, [Algorithm::Fixed, Algorithm::Gcra], true)) {
+            throw new ReserveNotSupportedException(self::class);
         }
         $this->refuseOversized($tokens);
-        $waited = 0;
-        while (true) {
+        // Another client can take the tokens between the two calls: then ask again.
+        for ($attempt = 0; ; $attempt++) {
+            $now = $this->limiter->now();
             $decision = $this->decide($tokens);
             $rateLimit = $this->rateLimit($decision, $tokens);
             if ($rateLimit->isAccepted()) {
-                return new Reservation($this->limiter->now() / 1e6, $rateLimit);
+                return new Reservation($now / 1e6, $rateLimit);
             }
-            $wait = $decision->retryAfterMs ?? PHP_INT_MAX;
-            if ($decision->failure !== null || ($maxTime !== null && ($waited + $wait) > $maxTime * 1000)) {
-                throw new MaxWaitDurationExceededException(sprintf('The rate limiter wait time ("%d" seconds) is longer than the provided maximum time ("%d" seconds).', intdiv($wait + 999, 1000), (int) $maxTime), $rateLimit);
+            $waitMs = $decision->failure !== null ? null : $decision->retryAfterMs;
+            if ($waitMs === null || ($maxTime !== null && $waitMs > $maxTime * 1000) || $attempt >= 3) {
+                $seconds = $waitMs === null ? PHP_INT_MAX : $waitMs / 1000;
+                throw new MaxWaitDurationExceededException(sprintf('The rate limiter wait time ("%d" seconds) is longer than the provided maximum time ("%d" seconds).', $seconds, (int) $maxTime), $rateLimit);
             }
-            ($this->sleep)($wait);
-            $waited += $wait;
+            $at = $now + $waitMs * 1000;
+            $future = $this->decide($tokens, $at);
+            if ($future->allowed && $future->failure === null) {
+                return new Reservation($at / 1e6, new RateLimit(0, self::instant($at), false, self::size($this->limits[0])));
+            }
         }
     }
 
@@ -101,14 +96,14 @@ final class ModuleLimiter implements LimiterInterface
         return $this->shadow;
     }
 
-    private function decide(int $tokens): Decision
+    private function decide(int $tokens, ?int $at = null): Decision
     {
         if ($tokens === 0) {
             // Symfony's consume(0) asks without spending: PEEK.
-            return $this->limiter->decide($this->limits, Mode::Peek);
+            return $this->limiter->decide($this->limits, Mode::Peek, null, $at);
         }
 
-        return $this->limiter->decide(array_map(static fn (Limit $l) => $l->withCost($tokens), $this->limits), Mode::Hit);
+        return $this->limiter->decide(array_map(static fn (Limit $l) => $l->withCost($tokens), $this->limits), Mode::Hit, null, $at, $this->shadow);
     }
 
     /** As Symfony's fixed window and token bucket: asking for more than the limit holds is a bug. */
@@ -119,7 +114,8 @@ final class ModuleLimiter implements LimiterInterface
         }
         foreach ($this->limits as $limit) {
             if ($tokens > self::size($limit)) {
-                throw new \InvalidArgumentException(sprintf('Cannot reserve more tokens (%d) than the size of the rate limiter (%d).', $tokens, self::size($limit)));
+                // Symfony's two messages: the token bucket's names its burst.
+                throw new \InvalidArgumentException(sprintf('Cannot reserve more tokens (%d) than the %s of the rate limiter (%d).', $tokens, $limit->burst === null ? 'size' : 'burst size', self::size($limit)));
             }
         }
     }
@@ -142,13 +138,15 @@ final class ModuleLimiter implements LimiterInterface
         $now = $this->limiter->now();
         $tightest = $decision->limits === [] ? null : Headers::tightest($decision->limits);
         $size = self::size($tightest?->limit ?? $this->limits[0]);
-        $accepted = $this->limiter->admits($decision, $this->shadow, 'consume(' . $tokens . ') on ' . $this->limits[0]->key);
-        $retryMs = $decision->allowed ? 0 : ($decision->retryAfterMs ?? 0);
+        // consume(0) takes nothing, so Symfony accepts it even on an exhausted limiter.
+        $accepted = $this->limiter->admits($decision, $this->shadow, 'consume(' . $tokens . ') on ' . $this->limits[0]->key)
+            || ($tokens === 0 && $decision->failure === null);
+        $retryMs = $decision->allowed || $tokens === 0 ? 0 : ($decision->retryAfterMs ?? 0);
         $remaining = match (true) {
             $decision->failure !== null => $decision->allowed ? $size : 0,
             // consume(0) was a PEEK of one unit, which says what would be left after it:
             // Symfony's consume(0) says what is available now.
-            $tokens === 0 => $decision->allowed ? $decision->remaining + 1 : 0,
+            $tokens === 0 => $decision->allowed ? $decision->remaining + 1 : $decision->remaining,
             default => $decision->remaining,
         };
 

@@ -64,6 +64,11 @@ final class RateLimiterFactory
             ->define('key_prefix')->allowedTypes('string')->default('rl:')
             ->define('shadow')->allowedTypes('bool')->default(false);
         $this->config = $options->resolve($config);
+        if ($this->config['policy'] !== 'no_limit') {
+            // The limit, interval and rate are checked now, as the module would, so a
+            // mistake fails when the factory is built (at container build), not per request.
+            $this->limit('probe');
+        }
     }
 
     public function create(?string $key = null): LimiterInterface

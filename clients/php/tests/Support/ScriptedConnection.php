@@ -8,7 +8,7 @@ use RedisRl\Connection\Connection;
 
 /**
  * For unit tests of what the kit sends (no server): records each command and answers
- * from a script, in order.
+ * from a script, in order (a Throwable among the replies is thrown).
  */
 final class ScriptedConnection implements Connection
 {
@@ -23,7 +23,11 @@ final class ScriptedConnection implements Connection
     public function command(?string $route, string ...$args): mixed
     {
         $this->sent[] = $args;
+        $reply = array_shift($this->replies);
+        if ($reply instanceof \Throwable) {
+            throw $reply; // a failure the connection reports (RedisFailure)
+        }
 
-        return array_shift($this->replies);
+        return $reply;
     }
 }

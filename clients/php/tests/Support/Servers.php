@@ -48,8 +48,42 @@ final class Servers
         return $module;
     }
 
-    /** Port of a standalone server with the module loaded and RL_SECRET set. */
+    /**
+     * Which server the suite runs on: RL_BACKEND=module (the default) a server with the
+     * module, RL_BACKEND=scripts a bare one, where the kit (backend auto) decides
+     * through the scripts. test.sh runs the suite once each way.
+     */
+    public static function backend(): string
+    {
+        $backend = getenv('RL_BACKEND') ?: 'module';
+        if (!in_array($backend, ['module', 'scripts'], true)) {
+            throw new RuntimeException("RL_BACKEND must be module or scripts, got {$backend}");
+        }
+
+        return $backend;
+    }
+
+    /** Port of the suite's standalone server: with the module (and RL_SECRET set), or bare. */
     public function standalone(): int
+    {
+        if (self::backend() === 'scripts') {
+            return $this->withoutModule();
+        }
+
+        return $this->standalone ??= $this->start(self::freePort(), ['--loadmodule', self::module()]);
+    }
+
+    /**
+     * A new bare server of the test's own, which accepts MODULE LOAD (a test that loads
+     * the module into a running server must not change the suite's shared one).
+     */
+    public function fresh(): int
+    {
+        return $this->start(self::freePort(), ['--enable-module-command', 'yes']);
+    }
+
+    /** Port of a standalone server with the module, whatever RL_BACKEND says. */
+    public function withModule(): int
     {
         return $this->standalone ??= $this->start(self::freePort(), ['--loadmodule', self::module()]);
     }
@@ -60,7 +94,7 @@ final class Servers
         return $this->plain ??= $this->start(self::freePort(), []);
     }
 
-    /** @return list<int> ports of a formed 3-primary cluster with the module */
+    /** @return list<int> ports of a formed 3-primary cluster, with the module unless RL_BACKEND=scripts */
     public function cluster(): array
     {
         if ($this->cluster !== null) {
@@ -79,7 +113,7 @@ final class Servers
                 '--cluster-enabled', 'yes',
                 '--cluster-config-file', "{$this->dir}/nodes-{$port}.conf",
                 '--cluster-node-timeout', '5000',
-                '--loadmodule', self::module(),
+                ...(self::backend() === 'scripts' ? [] : ['--loadmodule', self::module()]),
             ]);
         }
         $create = ['redis-cli', '--cluster', 'create'];

@@ -68,6 +68,12 @@ final class App extends Kernel
         $container->import(__DIR__ . '/redis_rl.yaml');
         $services = $container->services()->defaults()->autowire()->autoconfigure();
         $services->get(RateLimiter::class)->arg(3, service(Clock::class));
+        // Metrics: the registry every decision is counted in, and the route that serves it.
+        $services->set(\RedisRl\Metrics\Registry::class)->public();
+        $services->get(RateLimiter::class)->arg('$metrics', service(\RedisRl\Metrics\Registry::class));
+        $services->set(\RedisRl\Symfony\MetricsController::class)->tag('controller.service_arguments');
+        // Pseudonyms on the scripts backend (a server without the module) need the secret.
+        $services->get(RateLimiter::class)->arg('$secret', \RedisRl\Tests\Support\Servers::SECRET);
         $services->set(Clock::class)->public();
         $services->set(ApiController::class)->tag('controller.service_arguments');
         if ($this->environment === 'stock') {
@@ -92,6 +98,7 @@ final class App extends Kernel
     protected function configureRoutes(RoutingConfigurator $routes): void
     {
         $routes->add('trending', '/api/trending')->controller([ApiController::class, 'trending']);
+        $routes->add('metrics', '/metrics')->controller(\RedisRl\Symfony\MetricsController::class);
         $routes->add('login', '/login')->methods(['POST'])->controller([ApiController::class, 'login']);
         if ($this->environment === 'stock') {
             $routes->add('stock', '/api/stock')->controller([StockController::class, 'trending']);

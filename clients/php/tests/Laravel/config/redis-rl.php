@@ -9,4 +9,7 @@ return [
     'shadow' => false,
     // The tests step Carbon's clock; an application leaves this out (the server's clock).
     'clock' => 'carbon',
+    // Prometheus text on GET /metrics.
+    'metrics' => '/metrics',
+    'secret' => 'kit-test-secret',
 ];
