@@ -79,6 +79,9 @@ pub fn record(
         }
         return;
     }
+    if size() == 0 {
+        return;
+    }
     denied(
         bytes(key),
         Kind {
@@ -99,9 +102,6 @@ fn admitted(key: &[u8]) {
 #[inline(never)]
 fn denied(key: &[u8], kind: Kind, now_us: u64) {
     let size = size();
-    if size == 0 {
-        return;
-    }
     let mut guard = summary();
     let s = guard.get_or_insert_with(|| Summary::new(size));
     s.denied(key, kind, i64::try_from(now_us / 1000).unwrap_or(i64::MAX));
