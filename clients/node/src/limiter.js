@@ -11,7 +11,7 @@ export class TimeoutError extends Error {
 // The clients' own timeouts depend on how the user configured them (and an offline
 // queue can hold a command for as long as reconnecting takes), so every call is also
 // bounded here.
-function withTimeout(promise, ms) {
+export function withTimeout(promise, ms) {
   let timer;
   const expired = new Promise((_, reject) => {
     timer = setTimeout(() => reject(new TimeoutError(`redis-rl: no reply within ${ms} ms`)), ms);
@@ -62,6 +62,16 @@ export class RateLimiter {
     /** Unix time in ms, the time base of the deny cache and of the pseudonym day. */
     this.clock = clock ?? Date.now;
     if (denyCache) this.#denyCache = new DenyCache(denyCache === true ? {} : denyCache);
+  }
+
+  /** The client as the kit drives it: send(cmd), batch(cmds) (for adapters' own commands). */
+  get connection() {
+    return this.#client;
+  }
+
+  /** How long a call may take before it fails with a TimeoutError. */
+  get timeout() {
+    return this.#timeout;
   }
 
   /** Spends `cost` if every limit admits it. */
