@@ -1,8 +1,10 @@
 import { adapt } from './clients.js';
-import { buildCommand, costsFor, keyFor, throttleCommand, toDecision, toThrottle } from './commands.js';
+import { buildCommand, costsFor, keyFor, RateLimitConfigError, throttleCommand, toDecision, toThrottle } from './commands.js';
 import { DenyCache } from './deny-cache.js';
 import { rateLimitHeaders } from './headers.js';
 import { rateLimitMiddleware } from './middleware.js';
+
+export { RateLimitConfigError };
 
 export class TimeoutError extends Error {
   name = 'TimeoutError';
@@ -17,6 +19,38 @@ export function withTimeout(promise, ms) {
     timer = setTimeout(() => reject(new TimeoutError(`redis-rl: no reply within ${ms} ms`)), ms);
   });
   return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * An error reply that is the caller's to fix (a bad argument, a missing module, a wrong
+ * key type, an ACL): raised to the caller, never sent to the failure policy.
+ */
+export class RedisCommandError extends Error {
+  name = 'RedisCommandError';
+
+  constructor(message, { command, cause }) {
+    super(message, { cause });
+    this.command = command;
+  }
+}
+
+// Replies that mean Redis cannot serve now (loading, a read-only replica, a busy script,
+// out of memory, a cluster in trouble): those are the failure policy's.
+const UNAVAILABLE = /^(LOADING|READONLY|BUSY|OOM|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|NOREPLICAS|MISCONF|MOVED|ASK)\b/;
+
+const REPLY_CLASSES = new Set(['ReplyError', 'ErrorReply', 'SimpleError', 'BlobError']);
+
+/** The caller's error for an error reply, or undefined when it is Redis failing. */
+export function callerError(err, command) {
+  // ioredis: ReplyError; node-redis: SimpleError / BlobError (ErrorReply in older versions).
+  const isReply = err && (err.name === 'ReplyError' || REPLY_CLASSES.has(err.constructor?.name));
+  if (!isReply || UNAVAILABLE.test(err.message)) return undefined;
+  if (/^ERR unknown command/i.test(err.message) && /^'?RL\./i.test(command)) {
+    return new RedisCommandError(`redis-rl: this server does not know ${command}: the redis-rl module is not loaded on it. `
+      + "Load it at startup ('loadmodule /path/to/libredis_rl.so' in redis.conf, or redis-server --loadmodule /path/to/libredis_rl.so) "
+      + `or at run time with MODULE LOAD /path/to/libredis_rl.so. (${err.message})`, { command, cause: err });
+  }
+  return new RedisCommandError(`redis-rl: ${command} was refused: ${err.message}`, { command, cause: err });
 }
 
 const settle = (promise) => promise.then(
@@ -125,6 +159,8 @@ export class RateLimiter {
     try {
       return { ...toThrottle(await withTimeout(this.#client.send({ args, key: String(key) }), this.#timeout)), source: 'redis' };
     } catch (err) {
+      const mistake = callerError(err, 'RL.THROTTLE');
+      if (mistake) throw mistake;
       const d = this.failed(err, { command: 'RL.THROTTLE', keys: [String(key)] });
       return { allowed: d.allowed, limit: 0, remaining: 0, retryAfter: -1, resetAfter: 0, source: 'failure', error: err };
     }
@@ -148,7 +184,11 @@ export class RateLimiter {
     if (scope !== undefined) args.push(String(scope));
     if (prefix6 !== undefined) args.push('PREFIX6', String(prefix6));
     if (now !== undefined || this.#sendNow) args.push('NOW', String(Math.round((now ?? this.clock()) * 1000)));
-    return String(await withTimeout(this.#client.send({ args }), this.#timeout));
+    try {
+      return String(await withTimeout(this.#client.send({ args }), this.#timeout));
+    } catch (err) {
+      throw callerError(err, 'RL.PSEUDONYM') ?? err;
+    }
   }
 
   /** The RateLimit headers for a decision; see headers.js. */
@@ -225,6 +265,10 @@ export class RateLimiter {
       settled = all.status === 'fulfilled' ? all.value : cmds.map(() => all);
     }
 
+    pending.forEach((i, j) => {
+      const mistake = settled[j].status === 'rejected' && callerError(settled[j].reason, prepared[i].args[0]);
+      if (mistake) throw mistake;
+    });
     pending.forEach((i, j) => {
       const p = prepared[i];
       const info = { command: p.args[0], keys: p.keys };

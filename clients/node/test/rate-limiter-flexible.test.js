@@ -161,10 +161,21 @@ describe('rate-limiter-flexible', () => {
       assert.match(r.res.message, /not supported by this package/);
     }
     assert.equal(await insurance.get(id), null);
+    // The atomic union takes the same points: '2' is 2 on every limiter, '1.5' is refused.
+    const union = new RateLimiterUnionRl(
+      new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 3, duration: 60, keyPrefix: 'u-a' }),
+      new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 60, keyPrefix: 'u-b' }),
+    );
+    const both = await union.consume(id, '2');
+    assert.deepEqual([both['u-a'].remainingPoints, both['u-b'].remainingPoints], [1, 3]);
+    await assert.rejects(union.consume(id, '1.5'), /not supported by this package/);
   });
 
   it('blockDuration and block(): denied until the block ends, then the module decides again', async () => {
-    const rl = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 60, blockDuration: 120, keyPrefix: 'blk' });
+    const insurance = new RateLimiterMemory({ points: 1, duration: 60 });
+    const rl = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 60, blockDuration: 120, keyPrefix: 'blk', insuranceLimiter: insurance });
+    // The library copies blockDuration into the insurance limiter, so an outage blocks alike.
+    assert.equal(insurance.blockDuration, 120);
     const id = freshId();
     await rl.consume(id);
     const first = await settle(rl.consume(id));

@@ -13,7 +13,7 @@
 //
 // RateLimiterUnionRl is the atomic union: its limiters are one RL.ALL, all or nothing.
 import { createRequire } from 'node:module';
-import { withTimeout } from '../limiter.js';
+import { RateLimitConfigError, RedisCommandError, withTimeout } from '../limiter.js';
 import { limitFor, makeLimiter, tagged, usedBefore } from './core.js';
 
 const WHO = 'redis-rl/rate-limiter-flexible';
@@ -130,7 +130,7 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
   // Caller errors go back to the caller; everything else (Redis failing) to the library's
   // insuranceLimiter, as RateLimiterRedis does.
   _handleError(err, funcName, resolve, reject, params) {
-    if (err instanceof RateLimiterArgumentError) return reject(err);
+    if (err instanceof RateLimiterArgumentError || err instanceof RateLimitConfigError || err instanceof RedisCommandError) return reject(err);
     return super._handleError(err, funcName, resolve, reject, params);
   }
 
