@@ -31,6 +31,7 @@ before(async () => {
   await npm(['install', 'rate-limiter-flexible'], app);
   copyFileSync(join(kit, 'examples/quickstart.cjs'), join(app, 'app.js'));
   copyFileSync(join(kit, 'examples/quickstart.mjs'), join(app, 'app.mjs'));
+  copyFileSync(join(kit, 'examples/rate-limiter-flexible.cjs'), join(app, 'rlflex.js'));
 });
 after(async () => {
   await redis?.stop();
@@ -113,6 +114,12 @@ describe('the packed package in a fresh npm init app', () => {
   it('runs the CommonJS quickstart as app.js', () => assertQuickstart('app.js'));
 
   it('runs the ESM quickstart as app.mjs', () => assertQuickstart('app.mjs'));
+
+  it('runs the rate-limiter-flexible example as rlflex.js, blockDuration included', async () => {
+    await run('redis-cli', ['-p', String(redis.port), 'FLUSHALL']);
+    const { stdout } = await run(process.execPath, ['rlflex.js'], { cwd: app, env: { ...process.env, REDIS_URL: redis.url }, timeout: 15_000 });
+    assert.equal(stdout, 'attempt 1: allowed, 1 left\nattempt 2: allowed, 0 left\nattempt 3: refused, retry in 300 s\n');
+  });
 
   it("keeps working after the app's next plain npm install", async () => {
     await npm(['install'], app);
