@@ -14,6 +14,11 @@ export interface Limit {
   /** GCRA only: how many may arrive at once (default: limit). */
   burst?: number;
   /**
+   * The penalty box (the module's BLOCK): a denied spending call blocks the identity for
+   * this duration (as a window), or `{ duration, extend, backoff, strikes }`.
+   */
+  block?: number | string | { duration: number | string; extend?: boolean; backoff?: number | string; strikes?: boolean };
+  /**
    * The Redis key, or a function from identity to key. Default `rl:{<identity>}:<name>`:
    * the hash tag keeps all limits of one identity in one cluster slot.
    */

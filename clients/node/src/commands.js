@@ -80,8 +80,36 @@ export function validateLimit(limit) {
     if (word !== 'GCRA') throw new RateLimitConfigError(`redis-rl: limit "${name}": burst is for algorithm 'gcra' only`);
     if (amountOf(limit.burst) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": burst must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.burst)}`);
   }
+  if (limit.block !== undefined) blockArgs(limit);
   keyFor(limit, 'probe');
   return limit;
+}
+
+const durationOk = (d) => {
+  const ms = typeof d === 'number' && !Number.isInteger(d) ? NaN : windowMs(d);
+  return ms >= 1 && ms <= MAX_WINDOW_MS;
+};
+
+/**
+ * The limit's penalty box, the module's `BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES]`:
+ * `block` is a duration (as a window) or `{ duration, extend, backoff, strikes }`.
+ */
+function blockArgs(limit) {
+  const name = policyName(limit);
+  const spec = typeof limit.block === 'object' && limit.block !== null ? limit.block : { duration: limit.block };
+  if (algorithmWord(limit) === 'CONCURRENCY') throw new RateLimitConfigError(`redis-rl: concurrency limit "${name}": block is for the rate limiters (a lease is not a misbehaviour)`);
+  if (!durationOk(spec.duration)) throw new RateLimitConfigError(`redis-rl: limit "${name}": block must be a duration, ${WINDOW_FORMATS}; got ${JSON.stringify(spec.duration)}`);
+  const args = ['BLOCK', String(spec.duration)];
+  if (spec.extend && spec.backoff !== undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": block takes extend or backoff, not both`);
+  if (spec.extend) args.push('EXTEND');
+  if (spec.backoff !== undefined) {
+    if (!durationOk(spec.backoff) || windowMs(spec.backoff) < windowMs(spec.duration)) {
+      throw new RateLimitConfigError(`redis-rl: limit "${name}": block backoff (the longest block) must be a duration at least the block's; got ${JSON.stringify(spec.backoff)}`);
+    }
+    args.push('BACKOFF', String(spec.backoff));
+  }
+  if (spec.strikes) args.push('STRIKES');
+  return args;
 }
 
 /** Throws on a limit that could never make a command (for start-up checks). */
@@ -112,6 +140,7 @@ function limitArgs(limit, key, cost) {
   const args = [key, String(limit.limit), String(limit.window)];
   if (limit.burst !== undefined) args.push('BURST', String(limit.burst));
   if (cost !== 1) args.push('COST', String(cost));
+  if (limit.block !== undefined) args.push(...blockArgs(limit));
   return args;
 }
 
@@ -130,7 +159,7 @@ function concurrencyArgs(limit, key, lease, mode) {
  * @param {import('../index.js').Limit[]} limits
  * @param {string[]} keys
  * @param {number[]} costs
- * @param {{nowUs?: number, mode?: 'PEEK' | 'REFUND' | 'RESET' | 'HEARTBEAT', lease?: string}} options
+ * @param {{nowUs?: number, mode?: 'PEEK' | 'REFUND' | 'RESET' | 'HEARTBEAT' | 'IMPOSE', lease?: string}} options
  * @returns {string[]}
  */
 export function buildCommand(limits, keys, costs, { nowUs, mode, lease }) {
@@ -185,13 +214,16 @@ function fromReply(reply) {
     throw new TypeError(`redis-rl: unexpected reply ${JSON.stringify(reply)}`);
   }
   const retry = Number(reply[2]);
-  return {
+  const decision = {
     allowed: Number(reply[0]) === 1,
     remaining: Number(reply[1]),
     // The server's -1 means "never": Infinity keeps comparisons and Math.max right.
     retryAfter: retry < 0 ? Infinity : retry,
     resetAfter: Number(reply[3]),
   };
+  // BLOCK … STRIKES: the denied calls of the current block (RL.ALL's fifth is its list).
+  if (reply.length >= 5 && !Array.isArray(reply[4])) decision.strikes = Number(reply[4]);
+  return decision;
 }
 
 /**

@@ -123,6 +123,11 @@ export class RateLimiter {
     return this.#one({ ...options, limits, identity, mode: 'REFUND' });
   }
 
+  /** Starts the block of every limit that has `block` now, whatever the limits say (IMPOSE). */
+  impose(limits, identity, options = {}) {
+    return this.#one({ ...options, limits, identity, mode: 'IMPOSE' });
+  }
+
   /** Clears the limiters' state; replies as `peek` on an empty limiter. */
   reset(limits, identity, options = {}) {
     return this.#one({ ...options, limits, identity, mode: 'RESET' });
@@ -238,7 +243,7 @@ export class RateLimiter {
       args: buildCommand(list, keys, costs, { nowUs, mode, lease }),
       // A lease can be released any moment by another request: no denial is safe to cache.
       cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency'),
-      signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''}`).join('\n'),
+      signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''} ${JSON.stringify(l.block ?? '')}`).join('\n'),
     };
   }
 
@@ -247,7 +252,7 @@ export class RateLimiter {
     const decisions = new Array(prepared.length);
     const pending = [];
     prepared.forEach((p, i) => {
-      if (p.mode === 'REFUND' || p.mode === 'RESET') {
+      if (p.mode === 'REFUND' || p.mode === 'RESET' || p.mode === 'IMPOSE') {
         this.#denyCache?.forget(p.keys);
       } else if (p.cacheable) {
         decisions[i] = this.#denyCache?.lookup(p.signature, p.costs, p.atMs);

@@ -183,6 +183,9 @@ describe('rate-limiter-flexible', () => {
     assert.equal(first.res.msBeforeNext, 120000);
     const again = await settle(rl.consume(id));
     assert.ok(again.res.msBeforeNext > 60000, `still blocked: ${again.res.msBeforeNext}`);
+    // The module's own block (BLOCK), not the emulation key.
+    assert.equal(await raw(shared.conn.client, 'EXISTS', `blk:{${id}}:block`), 1);
+    assert.equal(await raw(shared.conn.client, 'EXISTS', `blk:{${id}}:set`), 0);
     assert.equal(await rl.delete(id), true);
     assert.equal((await rl.consume(id)).remainingPoints, 0);
     const other = freshId();

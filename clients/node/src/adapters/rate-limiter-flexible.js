@@ -58,6 +58,9 @@ const isReady = (client, key) => {
 export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
   #made;
   #rejectIfNotReady;
+  // Keys whose block the module started in the reply being settled: the library's
+  // _afterConsume then asks to write it, and there is nothing left to write.
+  #justBlocked = new Set();
 
   /**
    * @param {{ storeClient: unknown, points: number, duration: number, keyPrefix?: string,
@@ -92,6 +95,9 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     this.counterOnly = !(Number.isInteger(this.points) && this.points >= 1 && this.duration > 0);
     if (!this.counterOnly && !(this.#made instanceof Error)) {
       this.policy = limitFor(this.#adapter, this.keyPrefix || 'rlflx', this.points, Math.round(this.duration * 1000), (key) => this.#keyOf(key));
+      // blockDuration is the module's BLOCK: the denial that starts it and every call while
+      // it holds are one atomic call each (STRIKES counts the calls made while blocked).
+      if (this.blockDuration > 0) this.policy.block = { duration: `${Math.round(this.blockDuration * 1000)}ms`, strikes: true };
     }
   }
 
@@ -173,7 +179,12 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
       if (!mode && decision.allowed) await this.#adapter.rl.refund(policy, this.parseKey(rlKey), { cost });
       return this.#count(over, n, []);
     }
-    return this.#fromDecision(decision, n, policy, options);
+    return this.#fromDecision(decision, n, policy, options, rlKey);
+  }
+
+  _block(rlKey, initPoints, msDuration, options = {}) {
+    if (this.#justBlocked.delete(rlKey)) return Promise.resolve(new RateLimiterRes(0, msDuration, initPoints));
+    return super._block(rlKey, initPoints, msDuration, options);
   }
 
   // RateLimiterRedis's own counting, on the emulation key.
@@ -186,15 +197,21 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     return { consumed: Number(consumed), ms: Number(ttl) };
   }
 
-  async #fromDecision(d, n, policy, options) {
+  async #fromDecision(d, n, policy, options, rlKey) {
     const windowMs = Number.parseInt(policy.window, 10);
+    if (d.strikes > 0) {
+      // Blocked by the module. The call that started the block reads as the library's
+      // first overflow (points + cost), so its own block logic runs once; later calls
+      // count past it, as RateLimiterRedis's counter does while blocked.
+      if (d.strikes === 1 && n > 0 && !options.penalty) this.#justBlocked.add(rlKey);
+      return { consumed: this.points + Math.max(n, 0) + d.strikes - 1, ms: d.retryAfter };
+    }
     if (n <= 0) {
       const used = usedBefore(d, this.points);
       return { consumed: used, ms: used > 0 ? d.resetAfter : 0 };
     }
     const used = this.points - d.remaining;
     if (d.allowed) {
-      if (this.#adapter.shadow && d.shadowed) return { consumed: this.points, ms: d.resetAfter };
       return { consumed: used, ms: d.resetAfter };
     }
     if (this.#adapter.shadow) {
@@ -227,6 +244,7 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     if (value !== null && value !== undefined) return { consumed: Number(value), ms: Number(ttl) };
     if (!peek) return null;
     if (peek.source === 'failure') throw peek.error;
+    if (peek.strikes > 0) return { consumed: this.points + peek.strikes, ms: peek.retryAfter };
     const used = usedBefore(peek, this.points);
     return used > 0 ? { consumed: used, ms: peek.resetAfter } : null;
   }
