@@ -21,5 +21,14 @@ fi
 command -v "${RL_SERVER:-redis-server}" >/dev/null || { echo "clients/node: ${RL_SERVER:-redis-server} not found" >&2; exit 1; }
 command -v redis-cli >/dev/null || { echo "clients/node: redis-cli not found (redis-tools)" >&2; exit 1; }
 
+# The CommonJS build (dist/cjs/) from the ESM source, as `npm pack` makes it.
+node scripts/build-cjs.mjs
+
 # A hung test fails after 60 s instead of holding the run.
-exec node --test --test-reporter=spec --test-timeout=60000 test/*.test.js
+node --test --test-reporter=spec --test-timeout=60000 $(ls test/*.test.js | grep -v test/package.test.js)
+
+# The packed tarball in a fresh app: npm pack and installs take longer than a test.
+node --test --test-reporter=spec --test-timeout=300000 test/package.test.js
+
+# rate-limiter-flexible's own tests against the adapter (about 90 s; --fixed adds the fixed-window run).
+node upstream/rate-limiter-flexible/run.mjs

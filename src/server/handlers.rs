@@ -31,13 +31,14 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
         member: r.member.map(|at| call.arg(at + 2)),
     };
     let now = r.now.unwrap_or_else(|| call.server_now_us());
-    let decision = engine::single(call, &limit, now, r.mode)?;
+    let answer = engine::single(call, &limit, now, r.mode)?;
+    let d = answer.decision;
     if r.mode == Mode::Spend {
-        top::record(call.key(), decision.allowed, command, algorithm, now);
+        top::record(call.key(), d.allowed, command, algorithm, now);
     }
     Ok(Reply::Ints(
-        decision.allowed,
-        algorithm.reply(&decision, &limit.spec),
+        d.allowed,
+        answer.ints(algorithm.reply(&d, &limit.spec)),
     ))
 }
 
@@ -62,13 +63,14 @@ pub fn all(call: &Call, command: &'static Command) -> Result<Reply> {
     let (total, each) = engine::all(call, &limits, now, r.mode)?;
     if r.mode == Mode::Spend {
         // Each limit that denied is counted as the denial, under its own algorithm.
-        for (l, d) in limits.iter().zip(&each) {
-            let allowed = total.allowed || d.allowed;
-            if total.allowed || !d.allowed {
+        for (l, a) in limits.iter().zip(&each) {
+            let allowed = total.allowed || a.decision.allowed;
+            if total.allowed || !a.decision.allowed {
                 top::record(l.key, allowed, command, l.algorithm, now);
             }
         }
     }
+    let each = each.iter().map(|a| a.ints(a.decision.ints())).collect();
     Ok(Reply::All(total, each))
 }
 
