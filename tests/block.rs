@@ -84,7 +84,7 @@ fn a_denial_starts_a_block_that_denies_every_call_and_writes_nothing() {
         let block = start_block(c, cmd, args, "");
         let after_ms = server_time_ms(c);
         // The block key alone: the limiter's keys were cleared.
-        assert_eq!(keys(c, &base), [block.clone()], "{cmd} {args}");
+        assert_eq!(keys(c, &base), std::slice::from_ref(&block), "{cmd} {args}");
         assert_eq!(get(c, &block), Some((T0 + 301 * S).to_string()));
         let at = pexpiretime(c, &block);
         assert!(

@@ -1156,7 +1156,7 @@ fn block_keys_stay_in_the_slot_and_need_a_hash_tag_for_every_limiter() {
         assert_eq!(slot, key_slot(base.as_bytes()));
         let r = router.rl(&format!(
             "RL.GCRA {base} 1 10 BLOCK 60 NOW {}",
-            NOW + 1_000_000
+            NOW + 1_000_001
         ));
         assert_eq!(r, (0, 0, 59_000, 59_000));
     }
