@@ -84,7 +84,7 @@ fn a_denial_starts_a_block_that_denies_every_call_and_writes_nothing() {
         let block = start_block(c, cmd, args, "");
         let after_ms = server_time_ms(c);
         // The block key alone: the limiter's keys were cleared.
-        assert_eq!(keys(c, &base), [block.clone()], "{cmd} {args}");
+        assert_eq!(keys(c, &base), std::slice::from_ref(&block), "{cmd} {args}");
         assert_eq!(get(c, &block), Some((T0 + 301 * S).to_string()));
         let at = pexpiretime(c, &block);
         assert!(
@@ -586,4 +586,69 @@ fn an_aof_reload_restores_every_block() {
     assert!(before.iter().filter(|k| k.0.ends_with(b":block")).count() >= 14);
     let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(c).unwrap();
     assert_eq!(snapshot(c), before);
+}
+
+/// The keyevent notifications `act` fires, in order, as (event, key): a marker key
+/// set afterwards on the same connection ends the list, so "none" is exact.
+fn events(
+    sub: &mut redis::PubSub,
+    c: &mut Connection,
+    line: &str,
+    n: u64,
+) -> Vec<(String, String)> {
+    ints(c, line);
+    let marker = format!("marker:{n}");
+    let _: () = redis::cmd("SET").arg(&marker).arg(1).query(c).unwrap();
+    let mut out = vec![];
+    loop {
+        let msg = sub.get_message().expect("a notification");
+        let event = msg
+            .get_channel_name()
+            .trim_start_matches("__keyevent@0__:")
+            .to_string();
+        let key: String = msg.get_payload().unwrap();
+        if key == marker {
+            return out;
+        }
+        out.push((event, key));
+    }
+}
+
+#[test]
+fn keyspace_events_name_exactly_the_keys_written() {
+    let s = Server::start_with(&["--notify-keyspace-events", "KEA"]);
+    let c = &mut s.conn();
+    let mut listener = s.conn();
+    let mut sub = listener.as_pubsub();
+    sub.psubscribe("__keyevent@0__:*").unwrap();
+    sub.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let counter = format!("rl:{{n}}:{}", T0 / 1_000_000);
+    let line = |t: u64, o: &str| format!("RL.FIXED rl:{{n}} 1 60 BLOCK 30 {o} NOW {t}");
+    let ev = |e: &str, k: &str| (e.to_string(), k.to_string());
+    assert_eq!(
+        events(&mut sub, c, &line(T0, ""), 1),
+        [ev("incrby", &counter), ev("expire", &counter)]
+    );
+    // The block starts: the counter goes, the block key is set with its expiry.
+    assert_eq!(
+        events(&mut sub, c, &line(T0 + S, ""), 2),
+        [
+            ev("del", &counter),
+            ev("set", "rl:{n}:block"),
+            ev("expire", "rl:{n}:block")
+        ]
+    );
+    // Blocked: nothing, unless the call counts.
+    for (n, o) in [(3, ""), (4, "PEEK"), (5, "REFUND")] {
+        assert_eq!(events(&mut sub, c, &line(T0 + 2 * S, o), n), [], "{o}");
+    }
+    assert_eq!(
+        events(&mut sub, c, &line(T0 + 2 * S, "STRIKES"), 6),
+        [ev("set", "rl:{n}:block"), ev("expire", "rl:{n}:block")]
+    );
+    assert_eq!(
+        events(&mut sub, c, &line(T0 + 3 * S, "RESET"), 7),
+        [ev("del", "rl:{n}:block")]
+    );
 }
