@@ -3,8 +3,10 @@
 from .cache import DenyCache, PseudonymCache
 from .client import (
     AsyncRateLimiter,
+    CommandError,
     FailurePolicy,
     LimiterUnavailable,
+    ModuleNotLoaded,
     RateLimiter,
 )
 from .connect import connect, connect_async
@@ -15,11 +17,13 @@ from .shadow import Shadow
 
 __all__ = [
     "AsyncRateLimiter",
+    "CommandError",
     "Decision",
     "DenyCache",
     "FailurePolicy",
     "Limit",
     "LimiterUnavailable",
+    "ModuleNotLoaded",
     "PseudonymCache",
     "RateLimitMiddleware",
     "RateLimiter",
