@@ -65,6 +65,8 @@ def test_cost_type_and_slidelog_cap() -> None:
     rl = unreachable()
     with pytest.raises(TypeError, match="cost must be an integer"):
         rl.check(Limit.fixed("f", "rl:{v}", 10, 1), True)
+    with pytest.raises(TypeError, match=r"cost must be an integer, not 1\.5"):
+        rl.check(Limit.fixed("f", "rl:{v}", 10, 1), 1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="log: cost must be from 1 to 1000"):
         rl.check(Limit.slidelog("log", "rl:{v}", 5000, 1), 1001)
 

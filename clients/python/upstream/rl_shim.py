@@ -147,7 +147,11 @@ def rl_server() -> redis.Redis:
     return client
 
 
-# Expected differences: `<test id> <why>` per line, `#` comments.
+# Expected differences: `<test id> <why>` per line, `#` comments. A listed test is a
+# strict xfail: if it passes, the run fails. The one exception is written `?<test id>`:
+# a test whose outcome depends on where the wall clock's window boundary falls during
+# the run (it passes in some seconds and fails in others on our epoch-aligned windows),
+# so it may pass without failing the run; the why says which boundary.
 def expected_differences() -> Dict[str, str]:
     path = os.environ.get("RL_UPSTREAM_EXPECTED")
     listed: Dict[str, str] = {}
@@ -167,10 +171,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     listed = expected_differences() if TARGET == "ours" else {}
     seen = set()
     for item in items:
-        why = listed.get(item.nodeid)
-        if why is not None:
-            seen.add(item.nodeid)
-            item.add_marker(pytest.mark.xfail(reason=f"expected difference: {why}", strict=True, run=True))
+        for test_id, strict in ((item.nodeid, True), ("?" + item.nodeid, False)):
+            why = listed.get(test_id)
+            if why is not None:
+                seen.add(test_id)
+                item.add_marker(pytest.mark.xfail(reason=f"expected difference: {why}", strict=strict, run=True))
     missing = sorted(set(listed) - seen)
     if missing:
         raise pytest.UsageError(

@@ -159,7 +159,9 @@ class _Core:
         limits = tuple(limits)
         if not limits:
             raise ValueError("at least one limit")
-        cost_list = (costs,) * len(limits) if isinstance(costs, int) else tuple(costs)
+        # One cost for all, or one per limit: anything that is not a list is one cost
+        # (checked below, so a float is named as such, not "not iterable").
+        cost_list = tuple(costs) if isinstance(costs, (list, tuple)) else (costs,) * len(limits)
         if len(cost_list) != len(limits):
             raise ValueError("one cost per limit")
         if len(limits) > wire.MAX_LIMITS:

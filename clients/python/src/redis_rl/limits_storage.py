@@ -40,6 +40,7 @@ from limits.aio.storage import Storage as AsyncStorage
 from limits.errors import ConfigurationError
 from limits.limits import TIME_TYPES
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+from limits.storage.base import TimestampedSlidingWindow
 
 from .client import AsyncRateLimiter, FailurePolicy, RateLimiter, logger
 from .connect import connect, connect_async
@@ -237,7 +238,7 @@ class _OnRedisRL:
         return self.limiter.client
 
 
-class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCounterSupport):
+class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow):
     """`limits` storage on redis-rl (sync): `redis+rl://`, `rediss+rl://`, `redis+rl+cluster://`."""
 
     STORAGE_SCHEME = ["redis+rl", "rediss+rl", "redis+rl+cluster"]
@@ -300,6 +301,12 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
 
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         lim = self.keys.limit("SLIDECOUNT", key, expiry=expiry)
+        now = self.settings.now()
+        if self.settings.recent_failure() is None:
+            try:
+                return _counters(lim, now, self.limiter.client.mget(_counter_keys(lim, now)))
+            except redis.RedisError:
+                pass  # the PEEK below meets the same failure and applies the policy
         return _sliding_window(self._peek(lim), lim, expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
@@ -307,7 +314,7 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
 
 
 class AsyncRedisRLStorage(
-    _OnRedisRL, AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport
+    _OnRedisRL, AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport, TimestampedSlidingWindow
 ):
     """The `limits.aio` counterpart: `async+redis+rl://`, `async+rediss+rl://`,
     `async+redis+rl+cluster://`, on redis-py's asyncio clients."""
@@ -370,6 +377,13 @@ class AsyncRedisRLStorage(
 
     async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         lim = self.keys.limit("SLIDECOUNT", key, expiry=expiry)
+        now = self.settings.now()
+        if self.settings.recent_failure() is None:
+            try:
+                await self.limiter._ready()
+                return _counters(lim, now, await self.limiter.client.mget(_counter_keys(lim, now)))
+            except redis.RedisError:
+                pass
         return _sliding_window(await self._peek(lim), lim, expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
@@ -409,6 +423,24 @@ ELASTIC_REFUSED = (
 def _cleared(settings: _Settings) -> List[str]:
     # `clear(key)` serves the fixed-window and the moving-window strategies.
     return sorted({settings.algorithm, "SLIDELOG"})
+
+
+def _counter_keys(limit: Limit, now: float) -> List[str]:
+    """RL.SLIDECOUNT's two counters, `<key>:<i-1>` and `<key>:<i>` with i = floor(now /
+    window): the layout of limits' own timestamped sliding windows, so the strategy's
+    stats are read from the module's state (the hits are still the module's)."""
+    index = int(now * 1000) // limit.window_ms
+    return [f"{limit.key}:{index - 1}", f"{limit.key}:{index}"]
+
+
+def _counters(limit: Limit, now: float, values: Sequence[Any]) -> Tuple[int, float, int, float]:
+    """(previous count, its weight in seconds, current count, its ttl), as limits'
+    timestamped sliding windows report them."""
+    previous, current = (int(v) if v is not None else 0 for v in values)
+    window = limit.window_ms / 1000
+    into = (now * 1000 % limit.window_ms) / 1000  # seconds since the current window began
+    previous_ttl = (window - into) if previous else 0.0
+    return previous, previous_ttl, current, window - into + window
 
 
 def _sliding_window(decision: Decision, limit: Limit, expiry: int) -> Tuple[int, float, int, float]:
