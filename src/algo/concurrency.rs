@@ -58,6 +58,12 @@ pub fn decide(
     (decision, allowed.then_some(until))
 }
 
+/// Milliseconds until the last live lease of `leases` expires (0: none held).
+pub fn own_reset_ms(leases: &(impl Log + ?Sized), now: u64) -> u64 {
+    let last = leases.newest().and_then(|t| u64::try_from(t).ok());
+    last.map_or(0, |t| ceil_ms(u128::from(t.saturating_sub(now))))
+}
+
 /// RL.CONCURRENCY: leases in a sorted set at the key.
 pub struct Concurrency;
 
@@ -144,6 +150,11 @@ impl Algorithm for Concurrency {
             None => Ok(NO_WRITES),
         };
         Verdict { decision, writes }
+    }
+
+    /// Until the last lease held expires: a new lease is not counted.
+    fn own_reset_ms(&self, stored: &[Stored], _spec: &Spec, now: u64) -> u64 {
+        own_reset_ms(leases(stored), now)
     }
 
     /// RELEASE: the lease goes; the key then expires with the last one left.

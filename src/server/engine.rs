@@ -120,6 +120,18 @@ impl Loaded<'_> {
         self.limit.algorithm.decide(stored, &self.limit.spec, now)
     }
 
+    /// What PEEK, REFUND and RESET reply: what this request would get now, with the
+    /// state's own reset (the request it would admit not counted).
+    fn peek(&self, now: u64) -> Decision {
+        let mut buf = [Stored::Integer(None); 2];
+        let stored = self.stored(&mut buf);
+        let (a, spec) = (self.limit.algorithm, &self.limit.spec);
+        Decision {
+            reset_after_ms: a.own_reset_ms(stored, spec, now),
+            ..a.decide(stored, spec, now).decision
+        }
+    }
+
     fn slots(&self) -> impl Iterator<Item = &Slot> {
         self.slots.iter().flatten()
     }
@@ -269,9 +281,9 @@ pub fn single(call: &Call, limit: &Limit, now: u64, mode: Mode) -> Result<Decisi
         apply(call, &mut loaded, &w)?;
     }
     Ok(match mode {
-        Mode::Spend | Mode::Peek => decision,
-        // What a PEEK says now that the state changed.
-        Mode::Refund | Mode::Reset => loaded.decide(now).decision,
+        Mode::Spend => decision,
+        // What a PEEK says, on the state as this call left it.
+        Mode::Peek | Mode::Refund | Mode::Reset => loaded.peek(now),
     })
 }
 
@@ -309,9 +321,9 @@ pub fn all(
         apply(call, l, w)?;
     }
     match mode {
-        Mode::Spend | Mode::Peek => Ok((total, decisions)),
-        Mode::Refund | Mode::Reset => {
-            let after: Vec<Decision> = loaded.iter().map(|l| l.decide(now).decision).collect();
+        Mode::Spend => Ok((total, decisions)),
+        Mode::Peek | Mode::Refund | Mode::Reset => {
+            let after: Vec<Decision> = loaded.iter().map(|l| l.peek(now)).collect();
             Ok((crate::algo::aggregate(&after), after))
         }
     }
