@@ -104,3 +104,24 @@ def test_asyncio_validates_the_same(server: Server) -> None:
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_limits_storage_moving_window_cost_cap_and_incr_counter(server: Server) -> None:
+    """The `limits` storage's answers where the module has a bound: a moving-window cost
+    above RL.SLIDELOG's cap is refused with the cap named (a cost above the limit is
+    simply denied, as stock), and incr returns the counter the API promises."""
+    from limits import RateLimitItemPerMinute
+    from limits.storage import storage_from_string
+
+    from redis_rl.limits_storage import CostTooLarge
+
+    storage = storage_from_string(server.url.replace("redis://", "redis+rl://"))
+    big = RateLimitItemPerMinute(1_000_000)
+    with pytest.raises(CostTooLarge, match="above RL.SLIDELOG's cap of 1000"):
+        storage.acquire_entry(big.key_for("cap"), big.amount, big.get_expiry(), amount=1001)
+    small = RateLimitItemPerMinute(10)
+    assert storage.acquire_entry(small.key_for("cap"), small.amount, small.get_expiry(), amount=5000) is False
+    one = RateLimitItemPerMinute(1)
+    assert storage.incr(one.key_for("incr"), one.get_expiry(), amount=1) == 1
+    assert storage.incr(one.key_for("incr"), one.get_expiry(), amount=10) == 11  # denied: 1 + 10, not stored
+    assert storage.get(one.key_for("incr")) == 1

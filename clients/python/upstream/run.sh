@@ -56,10 +56,18 @@ case "$suite" in
     pyrate-limiter-*) tests=(tests/test_bucket_all.py tests/test_bucket_factory.py tests/test_limiter.py tests/test_multi_bucket.py) ;;
 esac
 
+# The suites' own retry plugins, each for its suite: limits marks tests @flaky
+# (flaky's max_runs), pyrate-limiter sets `retries` (pytest-retry); both claim the
+# `flaky` mark, so the other one is switched off.
+case "$suite" in
+    pyrate-limiter-*) plugins=(-p no:flaky) ;;
+    *) plugins=(-p no:pytest-retry) ;;
+esac
+
 cd "$root"
 echo "== $suite: $target${algorithm:+ ($algorithm)}"
 RL_UPSTREAM_TARGET="$target" RL_UPSTREAM_ALGORITHM="$algorithm" RL_UPSTREAM_EXPECTED="$expected" \
 RL_MODULE="${RL_MODULE:-$repo/target/release/libredis_rl.so}" \
 PYTHONPATH="$root:$here:$here/$shimdir${PYTHONPATH:+:$PYTHONPATH}" \
-    "$python" -m pytest -p no:cacheprovider -p rl_shim -p shim -o addopts="" -o asyncio_default_fixture_loop_scope=function -q -rfEX --tb=line \
+    "$python" -m pytest -p no:cacheprovider "${plugins[@]}" -p rl_shim -p shim -o addopts="" -o asyncio_default_fixture_loop_scope=function -q -rfEX --tb=line \
     ${RL_UPSTREAM_PYTEST_ARGS:-} "${tests[@]}"
