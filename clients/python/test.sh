@@ -73,7 +73,7 @@ upstream() {  # upstream <index>...: run those suites in parallel, report each
         if wait "${pids[0]}"; then result=passed; else result=FAILED; status=1; fi
         pids=("${pids[@]:1}")
         echo "== upstream ${suites[$i]} on redis-rl (${algorithms[$i]}): $result ($(grep -E '[0-9]+ (passed|failed|xfailed)' "$logs/${suites[$i]}.log" | tail -1))"
-        [[ "$result" == FAILED ]] && tail -40 "$logs/${suites[$i]}.log"
+        if [[ "$result" == FAILED ]]; then tail -40 "$logs/${suites[$i]}.log"; fi
     done
 }
 upstream 0 1 2 3
