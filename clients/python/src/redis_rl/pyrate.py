@@ -18,8 +18,10 @@ once rather than retrying against a Redis that is down.
 `count()`, `peek()` and `leak()` answer as pyrate's own RedisBucket does, from an item
 log the bucket keeps at `<key>:items` (a sorted set, one member per unit, scored by the
 item's timestamp): an admitted put writes it in a second, pipelined round trip, and it
-expires two widest intervals after the last admission. `item_log=False` saves that round
-trip: `count()` then reports the units spent under the tightest rate (at most its limit),
+expires two widest intervals after the last admission. A `RedisRLBucket` keeps it by
+default; a `RedisRLBucketFactory` does not (`item_log=True` to turn it on): pyrate's
+Limiter and fastapi-limiter never read a factory bucket's items, so the log would only
+cost a round trip per request. Without it `count()` reports the units spent under the tightest rate (at most its limit),
 `peek()` None, `leak()` 0.
 """
 
@@ -238,7 +240,7 @@ class RedisRLBucketFactory(BucketFactory):
         prefix: str = "rl:pyrate",
         algorithm: str = "slidecount",
         shadow: Union[Shadow, bool] = False,
-        item_log: bool = True,
+        item_log: bool = False,
     ) -> None:
         _algorithm(algorithm)
         self.item_log = item_log
