@@ -51,6 +51,9 @@ def test_artifacts_carry_the_metadata(dist: Tuple[Path, Path]) -> None:
         names = z.namelist()
         metadata = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "redis_rl/py.typed" in names and "redis_rl/limits_storage.py" in names
+    # Every data file the package ships (the Lua scripts, where the tree has them).
+    for data in (KIT_DIR / "src" / "redis_rl").glob("scripts/*.lua"):
+        assert f"redis_rl/scripts/{data.name}" in names, data
     assert any(n.endswith("LICENSE") for n in names)
     assert "Name: redis-rl" in metadata and "Requires-Dist: redis>=5" in metadata
     assert "License :: OSI Approved :: MIT License" in metadata
