@@ -31,9 +31,10 @@ fi
 # (a stamp says).
 pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
 stamp() { cat "$@" "$kit/pyproject.toml" | sha256sum; }
-if [[ "$(cat "$venv/.rl-installed" 2>/dev/null)" != "$(stamp "$kit/requirements-adapters.txt")" ]]; then
-    "${pip[@]}" -r "$kit/requirements-adapters.txt" -e "$kit[test]"
-    stamp "$kit/requirements-adapters.txt" > "$venv/.rl-installed"
+requirements=("$kit/requirements-adapters.txt" "$kit/requirements-upstream.txt")
+if [[ "$(cat "$venv/.rl-installed" 2>/dev/null)" != "$(stamp "${requirements[@]}")" ]]; then
+    "${pip[@]}" -r "$kit/requirements-adapters.txt" -r "$kit/requirements-upstream.txt" -e "$kit[test]"
+    stamp "${requirements[@]}" > "$venv/.rl-installed"
 fi
 if [[ "$(cat "$compat/.rl-installed" 2>/dev/null)" != "$(stamp "$kit/requirements-adapters-compat.txt")" ]]; then
     rm -rf "$compat"
@@ -46,7 +47,36 @@ export RL_MODULE="${RL_MODULE:-$repo/target/release/libredis_rl.so}"
 if [[ $# -gt 0 ]]; then
     exec "$venv/bin/python" -m pytest -p no:cacheprovider "$@"
 fi
-"$venv/bin/python" -m pytest -p no:cacheprovider
+status=0
+"$venv/bin/python" -m pytest -p no:cacheprovider || status=1
 echo "== the adapters again on limits 4 and pyrate-limiter 3 (.tools/python-compat)"
 PYTHONPATH="$compat" "$venv/bin/python" -m pytest -p no:cacheprovider tests/test_compat.py \
-    tests/test_flask_limiter.py tests/test_slowapi.py tests/test_pyrate.py tests/test_adapters_cluster.py
+    tests/test_flask_limiter.py tests/test_slowapi.py tests/test_pyrate.py tests/test_adapters_cluster.py || status=1
+# The libraries' own suites (upstream/run.sh), after the kit's tests (their timing
+# assertions do not survive sharing the CPU with them) and in parallel with each other:
+# they mostly sleep, waiting out real windows.
+# Each on the storage's default algorithm, except pyrate-limiter, whose buckets are
+# sliding logs: its suite runs on algorithm=slidelog (the default's numbers are in
+# docs/frameworks/pyrate-limiter.md; `upstream/run.sh pyrate-limiter-4.4.0` measures them).
+suites=(limits-5.8.0 limits-4.8.0 flask-limiter-4.1.1 slowapi-0.1.10 pyrate-limiter-4.4.0)
+algorithms=(slidecount slidecount slidecount slidecount slidelog)
+# pyrate-limiter's waits have 20 ms margins, so it runs alone, after the other four.
+logs="$(mktemp -d "${TMPDIR:-/tmp}/rl-upstream-logs.XXXXXX")"
+upstream() {  # upstream <index>...: run those suites in parallel, report each
+    local i pids=()
+    for i in "$@"; do
+        PYTHON="$venv/bin/python" "$kit/upstream/run.sh" "${suites[$i]}" ours "${algorithms[$i]}" \
+            > "$logs/${suites[$i]}.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in "$@"; do
+        if wait "${pids[0]}"; then result=passed; else result=FAILED; status=1; fi
+        pids=("${pids[@]:1}")
+        echo "== upstream ${suites[$i]} on redis-rl (${algorithms[$i]}): $result ($(grep -E '[0-9]+ (passed|failed|xfailed)' "$logs/${suites[$i]}.log" | tail -1))"
+        if [[ "$result" == FAILED ]]; then tail -40 "$logs/${suites[$i]}.log"; fi
+    done
+}
+upstream 0 1 2 3
+upstream 4
+rm -rf "$logs"
+exit "$status"

@@ -11,7 +11,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ClusterCrossSlotError
 
 from conftest import Cluster, FakeClock, Server, supports_all
-from redis_rl import AsyncRateLimiter, FailurePolicy, Limit, RateLimiter, connect, connect_async
+from redis_rl import CommandError, AsyncRateLimiter, FailurePolicy, Limit, RateLimiter, connect, connect_async
 
 from test_commands import _expected_pseudonym
 from test_failure import Reports
@@ -104,11 +104,9 @@ def test_pseudonym_through_the_cluster_client(cluster_client: RedisCluster) -> N
 def test_untagged_key_gets_the_module_error(cluster_client: RedisCluster, make) -> None:
     reports = Reports()
     rl = RateLimiter(cluster_client, failure=FailurePolicy.CLOSED, on_failure=reports)
-    d = rl.check(make("x", "rl:untagged", 5, 10))
-    assert not d.allowed
-    assert isinstance(d.error, redis.ResponseError)
-    assert "needs a {hash tag} in cluster mode" in str(d.error)
-    assert reports.seen[0][0] is d.error
+    with pytest.raises(CommandError, match="needs a {hash tag} in cluster mode"):
+        rl.check(make("x", "rl:untagged", 5, 10))
+    assert reports.seen == []  # a caller's mistake, not the failure policy's
 
 
 def test_check_all_keys_in_different_slots(cluster: Cluster, cluster_client: RedisCluster) -> None:
@@ -116,9 +114,10 @@ def test_check_all_keys_in_different_slots(cluster: Cluster, cluster_client: Red
     if reason:
         pytest.skip(reason)
     rl = RateLimiter(cluster_client, failure=FailurePolicy.CLOSED, on_failure=Reports())
-    d = rl.check_all([Limit.gcra("a", "rl:{one}", 5, 10), Limit.gcra("b", "rl:{two}", 5, 10)])
-    # The server's CROSSSLOT, which redis-py names ClusterCrossSlotError.
-    assert not d.allowed and isinstance(d.error, ClusterCrossSlotError)
+    # The server's CROSSSLOT (redis-py's ClusterCrossSlotError): the caller's keys, raised.
+    with pytest.raises(CommandError) as raised:
+        rl.check_all([Limit.gcra("a", "rl:{one}", 5, 10), Limit.gcra("b", "rl:{two}", 5, 10)])
+    assert isinstance(raised.value.__cause__, ClusterCrossSlotError)
 
 
 def test_plain_redis_py_cluster_routes_rl_all_by_its_declared_keys(cluster: Cluster) -> None:

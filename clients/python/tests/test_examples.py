@@ -86,3 +86,11 @@ def test_slowapi_example(server: Server) -> None:
 def test_fastapi_limiter_example(server: Server) -> None:
     assert run("fastapi_limiter_app.py", server).splitlines() == [
         "200 {'hello': 'world'}", "200 {'hello': 'world'}", "429 {'detail': 'Too Many Requests'}"]
+
+
+def test_limits_example(server: Server) -> None:
+    assert run("limits_app.py", server).splitlines() == ["True 1", "True 0", "False 0"]
+
+
+def test_pyrate_example(server: Server) -> None:
+    assert run("pyrate_app.py", server).splitlines() == ["[True, True, False]"]

@@ -246,3 +246,21 @@ def test_meta_limits_count_breaches_on_their_own_limit(server: Server, clock: Fa
     assert first + [c.get("/").status_code] == [200, 429, 429, 429]
     clock.advance_ms(3_600_000)
     assert c.get("/").status_code == 200
+
+
+def test_flask_limiter_cli_config_and_limits(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flask limiter config` renders the storage's client (`storage.storage`, which every
+    stock Redis storage has) and its health; `flask limiter limits` reads the state."""
+    from flask_limiter.commands import cli
+
+    monkeypatch.setenv("COLUMNS", "400")  # rich would cut the table's cells
+    app, limiter = make_app(uri(server), "3/minute")
+    with app.test_client() as client:
+        client.get("/", headers={"X-Client": "cli"})
+    result = app.test_cli_runner().invoke(cli, ["config"])
+    assert result.exception is None, result.output
+    assert "RedisRLStorage" in result.output and "<redis.client.Redis(" in result.output, result.output
+    assert "OK" in result.output
+    assert isinstance(limiter.storage.storage, redis.Redis)
+    result = app.test_cli_runner().invoke(cli, ["limits", "--key=cli"])
+    assert result.exception is None and "3 per 1 minute" in result.output, result.output

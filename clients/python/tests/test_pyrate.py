@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import pytest
 import redis
-from pyrate_limiter import Duration, Limiter, Rate
+from pyrate_limiter import Duration, Limiter, Rate, RateItem
 from pyrate_limiter.buckets import RedisBucket
 
 from adapters import BURST, IN_FLIGHT_LOST, Persistent, Traffic, persistent, stepped_burst, wait_for  # noqa: F401
@@ -85,10 +85,42 @@ def test_put_is_one_rl_all_over_the_rates(server: Server, clock: FakeClock) -> N
     assert kit.peek(bucket._limits[0]).remaining == 0 and kit.peek(bucket._limits[1]).remaining == 0
     assert acquire(limiter, "x", weight=6) is False and bucket.waiting(None) == -1  # above every budget
     calls = rl_calls(server)
-    assert calls.get("rl.all", 0) == 8 + 1  # one RL.ALL per put, and count()'s PEEK
+    assert calls.get("rl.all", 0) == 8  # one RL.ALL per put
     assert set(calls) == {"rl.all", "rl.slidelog"}
     bucket.flush()
     assert acquire(limiter, "x")
+    assert bucket.count() == 1  # flush emptied the item log too
+
+
+def test_item_log_count_peek_leak(server: Server, clock: FakeClock) -> None:
+    """count(), peek() and leak() as pyrate's RedisBucket answers them: from the log
+    of admitted units, which outlives the windows until leaked."""
+    kit = RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock)
+    bucket = RedisRLBucket([Rate(3, Duration.SECOND)], kit, "rl:pyrate:{log}", algorithm="slidelog")
+    assert bucket.peek(0) is None and bucket.count() == 0
+    t0 = bucket.now()
+    assert bucket.put(RateItem("first", t0)) and bucket.put(RateItem("second", t0, weight=2))
+    assert bucket.put(RateItem("denied", t0)) is False
+    assert bucket.count() == 3  # units, as pyrate counts them; the denied item is not logged
+    assert bucket.peek(0).name == "second" and bucket.peek(2).name == "first" and bucket.peek(3) is None
+    assert bucket.peek(2).timestamp == t0
+    clock.advance_ms(1000)
+    assert bucket.put(RateItem("later", bucket.now()))
+    assert bucket.count() == 4  # more than the limit: the log keeps what was admitted until leaked
+    assert bucket.leak(bucket.now()) == 3 and bucket.count() == 1
+    assert bucket.put(RateItem("weightless", bucket.now(), weight=0)) and bucket.count() == 1
+    with pytest.raises(ValueError, match="non-negative integer"):
+        bucket.put(RateItem("bad", bucket.now(), weight=-1))
+
+
+def test_without_item_log_one_call_per_put(server: Server, clock: FakeClock) -> None:
+    kit = RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock)
+    bucket = RedisRLBucket([Rate(3, Duration.SECOND)], kit, "rl:pyrate:{nolog}", item_log=False)
+    server.client().config_resetstat()
+    assert bucket.put(RateItem("x", bucket.now(), weight=2))
+    assert bucket.count() == 2 and bucket.peek(0) is None and bucket.leak(bucket.now()) == 0
+    assert not server.client().exists("rl:pyrate:{nolog}:items")
+    assert set(rl_calls(server)) == {"rl.all"}
 
 
 def test_boundary_burst_stock_vs_ours(server: Server, clock: FakeClock) -> None:
@@ -137,7 +169,9 @@ def test_restart_under_traffic_stock_noscript_ours_nothing_lost(persistent: Pers
     assert acquire(stock, "x")
     reports = Reports()
     kit = RateLimiter(connect(persistent.url), failure=FailurePolicy.CLOSED, on_failure=reports, clock=clock)
-    factory = RedisRLBucketFactory([Rate(30, Duration.MINUTE)], kit, prefix="rl:restart")
+    # item_log=False: count() is then the module's own state, which is what must survive
+    # (the item log is written after the verdict, so a restart between the two loses it).
+    factory = RedisRLBucketFactory([Rate(30, Duration.MINUTE)], kit, prefix="rl:restart", item_log=False)
     ours = make_limiter(factory)
     with Traffic(lambda: acquire(ours, "x")) as traffic:
         wait_for(lambda: traffic.results.count(True) >= 10)
@@ -171,7 +205,7 @@ class TestFastAPILimiter:
         assert [r.status_code for r in responses] == [200] * 5 + [429] * 2
         assert responses[-1].json() == {"detail": "Too Many Requests"}
         # fastapi-limiter's name (client, path, route and dependency index) is the hash tag.
-        [key] = server.client().keys("rl:fastapi:*")
+        [key] = [k for k in server.client().keys("rl:fastapi:*") if not k.endswith(":items")]
         assert re.fullmatch(r"rl:fastapi:\{testclient:/:\d+:0\}:5/60000ms:\d+", key), key
 
     def test_boundary_burst_stock_vs_ours(self, server: Server, clock: FakeClock) -> None:

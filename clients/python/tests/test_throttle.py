@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from conftest import FakeClock, Server, free_port
-from redis_rl import AsyncRateLimiter, FailurePolicy, RateLimiter, Throttle, connect, connect_async
+from redis_rl import CommandError, AsyncRateLimiter, FailurePolicy, RateLimiter, Throttle, connect, connect_async
 from test_failure import Reports
 
 
@@ -48,8 +48,10 @@ def test_throttle_failures_go_through_the_policy(policy: FailurePolicy) -> None:
 def test_throttle_bad_input_is_the_modules_error(server: Server) -> None:
     reports = Reports()
     rl = RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, on_failure=reports)
-    t = rl.throttle("rl:{t-bad}", 15, 0, 60)  # a zero rate: redis-cell's "Store error", a clear ERR here
-    assert t.limited and isinstance(t.error, redis.ResponseError) and str(t.error)
+    # A zero rate: redis-cell's "Store error", a clear ERR here, raised to the caller.
+    with pytest.raises(CommandError, match="count must be an integer"):
+        rl.throttle("rl:{t-bad}", 15, 0, 60)
+    assert reports.seen == []
 
 
 @pytest.mark.usefixtures("needs_throttle")

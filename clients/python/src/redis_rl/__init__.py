@@ -3,8 +3,10 @@
 from .cache import DenyCache, PseudonymCache
 from .client import (
     AsyncRateLimiter,
+    CommandError,
     FailurePolicy,
     LimiterUnavailable,
+    ModuleNotLoaded,
     RateLimiter,
 )
 from .connect import connect, connect_async
@@ -16,11 +18,13 @@ from .top import TopEntry, top
 
 __all__ = [
     "AsyncRateLimiter",
+    "CommandError",
     "Decision",
     "DenyCache",
     "FailurePolicy",
     "Limit",
     "LimiterUnavailable",
+    "ModuleNotLoaded",
     "PseudonymCache",
     "RateLimitMiddleware",
     "RateLimiter",

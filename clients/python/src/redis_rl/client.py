@@ -50,6 +50,44 @@ class LimiterUnavailable(Exception):
         self.decision = decision
 
 
+class CommandError(ValueError):
+    """Redis refused the call's arguments (an `ERR` reply): a caller's mistake, raised
+    to the caller, never decided by the failure policy (which is for Redis being
+    unreachable or failing)."""
+
+
+class ModuleNotLoaded(CommandError):
+    """The server does not know the RL.* commands: the module is not loaded there."""
+
+
+# Error replies that mean the server cannot serve now (not that the call is wrong):
+# those go to the failure policy.
+_SERVER_STATES = frozenset(
+    ("BUSY", "OOM", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "MISCONF",
+     "NOREPLICAS", "LOADING", "READONLY", "UNBLOCKED", "NOSCRIPT", "EXECABORT")
+)
+
+
+def caller_error(error: BaseException, args: Sequence[Any]) -> Optional[CommandError]:
+    """The error to raise when `error` is Redis refusing the call itself, else None."""
+    if not isinstance(error, redis.ResponseError) or isinstance(
+        error, (redis.exceptions.BusyLoadingError, redis.exceptions.ReadOnlyError)
+    ):
+        return None
+    message = str(error)
+    if message.split(" ", 1)[0] in _SERVER_STATES:
+        return None
+    command = str(args[0]) if args else "the command"
+    if message.lower().startswith("unknown command"):
+        return ModuleNotLoaded(
+            f"{command}: unknown command on this server: the redis-rl module is not loaded there. "
+            "Load it with `loadmodule /path/to/libredis_rl.so` in redis.conf, "
+            "`redis-server --loadmodule /path/to/libredis_rl.so`, or MODULE LOAD at runtime "
+            f"(the server said: {message})"
+        )
+    return CommandError(f"{command} refused: {message}")
+
+
 def _log_failure(policy: FailurePolicy) -> FailureHandler:
     def report(error: BaseException, command: Sequence[Any]) -> None:
         logger.warning(
@@ -121,9 +159,22 @@ class _Core:
         limits = tuple(limits)
         if not limits:
             raise ValueError("at least one limit")
-        cost_list = (costs,) * len(limits) if isinstance(costs, int) else tuple(costs)
+        # One cost for all, or one per limit: anything that is not a list is one cost
+        # (checked below, so a float is named as such, not "not iterable").
+        cost_list = tuple(costs) if isinstance(costs, (list, tuple)) else (costs,) * len(limits)
         if len(cost_list) != len(limits):
             raise ValueError("one cost per limit")
+        if len(limits) > wire.MAX_LIMITS:
+            raise ValueError(f"RL.ALL takes at most {wire.MAX_LIMITS} limits, not {len(limits)}")
+        if mode == "spend":  # PEEK, REFUND and RESET send the cost as given only when it matters
+            cost_list = tuple(wire.check_cost(limit, cost) for limit, cost in zip(limits, cost_list))
+        else:
+            cost_list = tuple(
+                1 if limit.algorithm == "CONCURRENCY" else wire.check_cost(limit, cost)
+                for limit, cost in zip(limits, cost_list)
+            )
+        if lease is not None:
+            lease = wire.check_lease(lease)
         # With an injected clock its time goes to the server as NOW, so the deny
         # cache and the module share one timeline. Without one the server's clock
         # decides, and the cache uses the monotonic clock read *before* sending:
@@ -139,6 +190,7 @@ class _Core:
         return _Call(args, limits, cost_list, mode, many, instant, cacheable)
 
     def _lease(self, limit: Limit, op: str, lease: str) -> _Call:
+        lease = wire.check_lease(lease)
         now = self.clock() if self.clock else None
         args = wire.lease_command(limit, op, lease, now)
         return _Call(args, (limit,), (1,), "spend", False, now if now is not None else _monotonic_us(), False)
@@ -178,6 +230,9 @@ class _Core:
         return decision
 
     def _fail(self, error: BaseException, args: Sequence[Any]) -> Decision:
+        caller = caller_error(error, args)
+        if caller is not None:
+            raise caller from error
         try:
             self.on_failure(error, args)
         except Exception:  # a broken reporter must not take the request down with it

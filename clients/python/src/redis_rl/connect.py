@@ -19,8 +19,11 @@ from redis.retry import Retry
 
 from .client import AsyncClient, SyncClient
 
-CONNECT_TIMEOUT = 0.25
-"""Seconds to open a connection."""
+CONNECT_TIMEOUT = 2.0
+"""Seconds to open a connection. Above 1 s on purpose: under a burst of new
+connections the server's accept queue overflows and the kernel drops SYNs, which
+are retransmitted after 1 s; a shorter timeout sends those requests to the failure
+policy although Redis is fine. Connections are pooled, so this is paid rarely."""
 READ_TIMEOUT = 0.25
 """Seconds to wait for a reply; a limiter call normally takes well under 1 ms."""
 

@@ -6,6 +6,7 @@ command and reads the reply.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
@@ -24,29 +25,64 @@ _MODE_WORD = {"spend": None, "peek": "PEEK", "refund": "REFUND", "reset": "RESET
 Window = Union[int, str, timedelta]
 
 
+# The module's bounds (src/args.rs, src/algo/slidelog.rs): checked here too, so a
+# mistake is raised where the limit is built, never sent to Redis.
+MAX_AMOUNT = 10**15
+"""Largest limit, burst and cost the module accepts."""
+MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000
+"""Longest window: ten years."""
+MAX_LOG_COST = 1000
+"""RL.SLIDELOG's largest cost: each unit is one sorted-set member."""
+MAX_LIMITS = 16
+"""Most limits in one RL.ALL."""
+
+WINDOW_FORMATS = "seconds as an int (60), a string '60', '60s' or '1500ms', or a timedelta"
+_WINDOW = re.compile(r"(\d+)(ms|s)?", re.IGNORECASE)
+
+
 def window_ms(window: Window) -> int:
     """A window as whole milliseconds (the module's resolution for windows)."""
-    if isinstance(window, bool):
-        raise TypeError("window must be seconds, '60s', '1500ms' or a timedelta")
+    if isinstance(window, bool) or not isinstance(window, (int, str, timedelta)):
+        raise TypeError(f"window must be {WINDOW_FORMATS}, not {window!r}")
     if isinstance(window, timedelta):
         ms, rest = divmod(window, timedelta(milliseconds=1))
         if rest:
             raise ValueError(f"window {window} is not a whole number of milliseconds")
     elif isinstance(window, int):
         ms = window * 1000
-    elif isinstance(window, str):
-        text = window.strip().lower()
-        if text.endswith("ms"):
-            ms = int(text[:-2])
-        elif text.endswith("s"):
-            ms = int(text[:-1]) * 1000
-        else:
-            ms = int(text) * 1000
     else:
-        raise TypeError("window must be seconds, '60s', '1500ms' or a timedelta")
-    if ms <= 0:
-        raise ValueError("window must be positive")
+        match = _WINDOW.fullmatch(window.strip())
+        if not match:
+            raise ValueError(f"window {window!r} is not understood: use {WINDOW_FORMATS}")
+        ms = int(match.group(1)) * (1 if (match.group(2) or "").lower() == "ms" else 1000)
+    if not 0 < ms <= MAX_WINDOW_MS:
+        raise ValueError(f"window {window!r} must be from 1 ms to ten years ({MAX_WINDOW_MS} ms)")
     return ms
+
+
+def amount(name: str, value: Any, maximum: int = MAX_AMOUNT) -> int:
+    """A limit, burst or cost: a positive integer up to `maximum` (bool is refused:
+    `True` as a cost is a bug, not 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not 1 <= value <= maximum:
+        raise ValueError(f"{name} must be from 1 to {maximum}, not {value}")
+    return value
+
+
+def check_cost(limit: "Limit", cost: Any) -> int:
+    """What the module would refuse for this limit's cost, raised here."""
+    if limit.algorithm == "CONCURRENCY" and cost != 1:
+        raise ValueError(f"{limit.name}: a lease is one slot, a CONCURRENCY limit takes no cost (got {cost!r})")
+    return amount(f"{limit.name}: cost", cost, MAX_LOG_COST if limit.algorithm == "SLIDELOG" else MAX_AMOUNT)
+
+
+def check_lease(lease: Any) -> str:
+    if isinstance(lease, bytes):
+        lease = lease.decode()
+    if not isinstance(lease, str) or not lease:
+        raise ValueError(f"lease must be a non-empty string, not {lease!r}")
+    return lease
 
 
 def ceil_seconds(ms: int) -> int:
@@ -81,6 +117,11 @@ class Limit:
             raise ValueError("burst is a GCRA option")
         if not _header_safe(self.name):
             raise ValueError("name must be non-empty printable ASCII (it goes into headers)")
+        amount(f"{self.name}: limit", self.limit)
+        if isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int) or not 0 < self.window_ms <= MAX_WINDOW_MS:
+            raise ValueError(f"{self.name}: window must be from 1 to {MAX_WINDOW_MS} ms, not {self.window_ms!r}")
+        if self.burst is not None:
+            amount(f"{self.name}: burst", self.burst)
 
     @classmethod
     def fixed(cls, name: str, key: str, limit: int, window: Window) -> Limit:

@@ -40,6 +40,7 @@ from limits.aio.storage import Storage as AsyncStorage
 from limits.errors import ConfigurationError
 from limits.limits import TIME_TYPES
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+from limits.storage.base import TimestampedSlidingWindow
 
 from .client import AsyncRateLimiter, FailurePolicy, RateLimiter, logger
 from .connect import connect, connect_async
@@ -196,11 +197,16 @@ def _spent(settings: _Settings, decision: Decision, limit: Limit) -> bool:
     return settings.shadow.passes(_raised(settings, decision), limit.key, label)
 
 
-def _hit_count(settings: _Settings, decision: Decision, limit: Limit) -> int:
-    """What the fixed-window strategy compares with the limit: `limit - remaining`
-    when admitted, more than the limit when denied."""
+def _hit_count(settings: _Settings, decision: Decision, limit: Limit, amount: int) -> int:
+    """`incr`'s answer, the counter the fixed-window strategy compares with the limit:
+    admitted, the count after this hit (`limit - remaining`); denied, the count the
+    window holds plus `amount`, the number the counter would show had the hit been
+    counted (it is not: the module never counts a denied request), so it is above the
+    limit exactly when the hit is denied."""
     if not _spent(settings, decision, limit):
-        return limit.limit + 1
+        if decision.error is not None:
+            return limit.limit + amount
+        return limit.limit - decision.remaining + amount
     if decision.error is not None or not decision.allowed:  # the policy's or shadow's pass
         return limit.limit
     return limit.limit - decision.remaining
@@ -225,8 +231,14 @@ class _OnRedisRL:
     def base_exceptions(self) -> Union[type, Tuple[type, ...]]:
         return redis.RedisError
 
+    @property
+    def storage(self) -> Any:
+        """The redis-py client, as every stock `limits` Redis storage exposes it
+        (Flask-Limiter's `flask limiter config` reads it)."""
+        return self.limiter.client
 
-class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCounterSupport):
+
+class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow):
     """`limits` storage on redis-rl (sync): `redis+rl://`, `rediss+rl://`, `redis+rl+cluster://`."""
 
     STORAGE_SCHEME = ["redis+rl", "rediss+rl", "redis+rl+cluster"]
@@ -246,7 +258,7 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
         if elastic_expiry:
             raise NotImplementedError(ELASTIC_REFUSED)
         limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
-        return _hit_count(self.settings, self.limiter.check(limit, amount), limit)
+        return _hit_count(self.settings, self.limiter.check(limit, amount), limit, amount)
 
     def get(self, key: str) -> int:
         limit = self.keys.limit(self.settings.algorithm, key)
@@ -274,6 +286,8 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
 
     # The moving-window strategy, on RL.SLIDELOG.
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if not _moving_cost_fits(limit, amount):
+            return False
         return self._hit(self.keys.limit("SLIDELOG", key, limit, expiry), amount)
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
@@ -287,6 +301,12 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
 
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         lim = self.keys.limit("SLIDECOUNT", key, expiry=expiry)
+        now = self.settings.now()
+        if self.settings.recent_failure() is None:
+            try:
+                return _counters(lim, now, self.limiter.client.mget(_counter_keys(lim, now)))
+            except redis.RedisError:
+                pass  # the PEEK below meets the same failure and applies the policy
         return _sliding_window(self._peek(lim), lim, expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
@@ -294,7 +314,7 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
 
 
 class AsyncRedisRLStorage(
-    _OnRedisRL, AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport
+    _OnRedisRL, AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport, TimestampedSlidingWindow
 ):
     """The `limits.aio` counterpart: `async+redis+rl://`, `async+rediss+rl://`,
     `async+redis+rl+cluster://`, on redis-py's asyncio clients."""
@@ -316,7 +336,7 @@ class AsyncRedisRLStorage(
         if elastic_expiry:
             raise NotImplementedError(ELASTIC_REFUSED)
         limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
-        return _hit_count(self.settings, await self.limiter.check(limit, amount), limit)
+        return _hit_count(self.settings, await self.limiter.check(limit, amount), limit, amount)
 
     async def get(self, key: str) -> int:
         limit = self.keys.limit(self.settings.algorithm, key)
@@ -343,6 +363,8 @@ class AsyncRedisRLStorage(
         _raised(self.settings, await self.limiter.check_all(limits, mode="reset"))
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if not _moving_cost_fits(limit, amount):
+            return False
         return await self._hit(self.keys.limit("SLIDELOG", key, limit, expiry), amount)
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
@@ -355,10 +377,40 @@ class AsyncRedisRLStorage(
 
     async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         lim = self.keys.limit("SLIDECOUNT", key, expiry=expiry)
+        now = self.settings.now()
+        if self.settings.recent_failure() is None:
+            try:
+                await self.limiter._ready()
+                return _counters(lim, now, await self.limiter.client.mget(_counter_keys(lim, now)))
+            except redis.RedisError:
+                pass
         return _sliding_window(await self._peek(lim), lim, expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         _raised(self.settings, await self.limiter.reset(self.keys.limit("SLIDECOUNT", key, expiry=expiry)))
+
+
+MOVING_MAX_COST = 1000
+"""RL.SLIDELOG's largest cost: each unit is one sorted-set member written on the Redis
+thread, so a cost of a million would stall every other client for that long."""
+
+
+class CostTooLarge(ValueError):
+    """A moving-window hit whose cost is above RL.SLIDELOG's cap (and within the limit)."""
+
+
+def _moving_cost_fits(limit: int, amount: int) -> bool:
+    """False when the hit can never fit (the library's answer, as stock); raises when
+    it could fit but is above the cap, which we keep: a clear error, not a wrong answer."""
+    if amount > limit:
+        return False
+    if amount > MOVING_MAX_COST:
+        raise CostTooLarge(
+            f"redis+rl: a moving-window hit of cost {amount} is above RL.SLIDELOG's cap of "
+            f"{MOVING_MAX_COST} (each unit is one sorted-set member, written on the Redis thread); "
+            "use the fixed-window or sliding-window-counter strategy, which take any cost"
+        )
+    return True
 
 
 ELASTIC_REFUSED = (
@@ -371,6 +423,24 @@ ELASTIC_REFUSED = (
 def _cleared(settings: _Settings) -> List[str]:
     # `clear(key)` serves the fixed-window and the moving-window strategies.
     return sorted({settings.algorithm, "SLIDELOG"})
+
+
+def _counter_keys(limit: Limit, now: float) -> List[str]:
+    """RL.SLIDECOUNT's two counters, `<key>:<i-1>` and `<key>:<i>` with i = floor(now /
+    window): the layout of limits' own timestamped sliding windows, so the strategy's
+    stats are read from the module's state (the hits are still the module's)."""
+    index = int(now * 1000) // limit.window_ms
+    return [f"{limit.key}:{index - 1}", f"{limit.key}:{index}"]
+
+
+def _counters(limit: Limit, now: float, values: Sequence[Any]) -> Tuple[int, float, int, float]:
+    """(previous count, its weight in seconds, current count, its ttl), as limits'
+    timestamped sliding windows report them."""
+    previous, current = (int(v) if v is not None else 0 for v in values)
+    window = limit.window_ms / 1000
+    into = (now * 1000 % limit.window_ms) / 1000  # seconds since the current window began
+    previous_ttl = (window - into) if previous else 0.0
+    return previous, previous_ttl, current, window - into + window
 
 
 def _sliding_window(decision: Decision, limit: Limit, expiry: int) -> Tuple[int, float, int, float]:

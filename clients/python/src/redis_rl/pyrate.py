@@ -14,16 +14,28 @@ not used. `algorithm` is `slidecount` (default), `slidelog`, `gcra` or `fixed`.
 Failures go through the kit limiter's failure policy (pyrate has no switch of its own);
 a failure-policy refusal reports `waiting() == -1`, so a blocking acquire gives up at
 once rather than retrying against a Redis that is down.
+
+`count()`, `peek()` and `leak()` answer as pyrate's own RedisBucket does, from an item
+log the bucket keeps at `<key>:items` (a sorted set, one member per unit, scored by the
+item's timestamp): an admitted put writes it in a second, pipelined round trip, and it
+expires two widest intervals after the last admission. A `RedisRLBucket` keeps it by
+default; a `RedisRLBucketFactory` does not (`item_log=True` to turn it on): pyrate's
+Limiter and fastapi-limiter never read a factory bucket's items, so the log would only
+cost a round trip per request. Without it `count()` reports the units spent under the tightest rate (at most its limit),
+`peek()` None, `leak()` 0.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Awaitable, List, Optional, Sequence, Union
 
 from pyrate_limiter import AbstractBucket, BucketFactory, Rate, RateItem
 
-from .client import AsyncRateLimiter, RateLimiter
+import redis
+
+from .client import AsyncRateLimiter, RateLimiter, logger
 from .limits import Decision, Limit
 from .shadow import Shadow
 
@@ -50,9 +62,12 @@ class RedisRLBucket(AbstractBucket):
         *,
         algorithm: str = "slidecount",
         shadow: Union[Shadow, bool] = False,
+        item_log: bool = True,
     ) -> None:
         if not rates:
             raise ValueError("at least one rate")
+        self.item_log = item_log
+        self.log_key = f"{key}:items"  # the caller's hash tag in `key` keeps it in the bucket's slot
         self.rates = rates  # pyrate 4 sorts and validates them here
         self.limiter = limiter
         self.key = key
@@ -66,8 +81,11 @@ class RedisRLBucket(AbstractBucket):
             for r in self.rates
         )
 
-    # What pyrate 4's leaker reads: `leak()` is sync (and has nothing to do), whatever the client.
-    is_async = False
+    @property
+    def is_async(self) -> bool:  # type: ignore[override]
+        """What pyrate 4's leaker reads: `leak()` is a coroutine only with the item log
+        on an asyncio client (without the log it has nothing to do)."""
+        return self.item_log and isinstance(self.limiter, AsyncRateLimiter)
 
     def now(self) -> int:
         """Unix ms, from the kit's clock when it has one (pyrate 4 stamps items with it)."""
@@ -75,13 +93,44 @@ class RedisRLBucket(AbstractBucket):
         return clock() // 1000 if clock else time.time_ns() // 1_000_000
 
     def put(self, item: RateItem) -> Union[bool, Awaitable[bool]]:
+        _check_weight(item)
+        if item.weight == 0:  # pyrate's buckets admit a weightless item and store nothing
+            self.failing_rate, self._wait_ms, self._last_wait = None, 0, None
+            if isinstance(self.limiter, AsyncRateLimiter):
+                return _admitted()
+            return True
         if isinstance(self.limiter, AsyncRateLimiter):
             return self._put_async(item)
-        return self._settle(item, self.limiter.check_all(self._limits, item.weight))
+        decision = self.limiter.check_all(self._limits, item.weight)
+        admitted = self._settle(item, decision)
+        if admitted and self.item_log and decision.error is None:
+            try:
+                self._log(item).execute()
+            except redis.RedisError as exc:  # the verdict stands; only the log missed it
+                logger.warning("redis-rl: pyrate item log not written: %s: %s", type(exc).__name__, exc)
+        return admitted
 
     async def _put_async(self, item: RateItem) -> bool:
         assert isinstance(self.limiter, AsyncRateLimiter)
-        return self._settle(item, await self.limiter.check_all(self._limits, item.weight))
+        decision = await self.limiter.check_all(self._limits, item.weight)
+        admitted = self._settle(item, decision)
+        if admitted and self.item_log and decision.error is None:
+            try:
+                await self._log(item).execute()
+            except redis.RedisError as exc:
+                logger.warning("redis-rl: pyrate item log not written: %s: %s", type(exc).__name__, exc)
+        return admitted
+
+    def _log(self, item: RateItem) -> Any:
+        """The pipeline that records an admitted item, one member per unit as pyrate's
+        RedisBucket does (its `count()` is the number of units)."""
+        token = os.urandom(6).hex()
+        pipe = self.limiter.client.pipeline(transaction=False)
+        pipe.zadd(self.log_key, {f"{item.name}:{token}:{i}": item.timestamp for i in range(item.weight)})
+        # Two widest intervals: long enough that leak() still finds what it would drop,
+        # bounded when nothing leaks (a factory's buckets are not leaked).
+        pipe.pexpire(self.log_key, 2 * max(r.interval for r in self.rates))
+        return pipe
 
     def _settle(self, item: RateItem, decision: Decision) -> bool:
         admitted = self.shadow.passes(decision, self.key, ", ".join(limit.name for limit in self._limits))
@@ -102,22 +151,32 @@ class RedisRLBucket(AbstractBucket):
         """The module's retry time for the last denied put (-1: never, or Redis down)."""
         return 0 if self.failing_rate is None else self._wait_ms
 
-    def leak(self, current_timestamp: Optional[int] = None) -> int:
-        return 0  # the module trims and expires its own keys
+    def leak(self, current_timestamp: Optional[int] = None) -> Union[int, Awaitable[int]]:
+        """Drops logged items outside every rate's window (the module trims and expires
+        its own keys); returns how many, as pyrate's buckets do."""
+        if not self.item_log:
+            return 0
+        now = current_timestamp if current_timestamp is not None else self.now()
+        return self.limiter.client.zremrangebyscore(self.log_key, 0, now - max(r.interval for r in self.rates))
 
     def flush(self) -> Union[None, Awaitable[None]]:
         self.failing_rate = None
         if isinstance(self.limiter, AsyncRateLimiter):
             return self._flush_async()
         self.limiter.check_all(self._limits, mode="reset")
+        self.limiter.client.delete(self.log_key)
         return None
 
     async def _flush_async(self) -> None:
         assert isinstance(self.limiter, AsyncRateLimiter)
         await self.limiter.check_all(self._limits, mode="reset")
+        await self.limiter.client.delete(self.log_key)
 
     def count(self) -> Union[int, Awaitable[int]]:
-        """Units spent under the tightest rate (0 when Redis cannot say)."""
+        """Units in the item log (pyrate's count); without it, units spent under the
+        tightest rate (0 when Redis cannot say)."""
+        if self.item_log:
+            return self.limiter.client.zcard(self.log_key)
         if isinstance(self.limiter, AsyncRateLimiter):
             return self._count_async()
         return _spent(self.limiter.check_all(self._limits, mode="peek"))
@@ -126,9 +185,39 @@ class RedisRLBucket(AbstractBucket):
         assert isinstance(self.limiter, AsyncRateLimiter)
         return _spent(await self.limiter.check_all(self._limits, mode="peek"))
 
-    def peek(self, index: int) -> Optional[RateItem]:
-        """None: the module keeps counts, not pyrate's items (and `waiting()` needs none)."""
+    def peek(self, index: int) -> Union[Optional[RateItem], Awaitable[Optional[RateItem]]]:
+        """The `index`-th newest logged item (0 the newest), None past the oldest or
+        without the item log."""
+        if not self.item_log:
+            return None
+        found = self.limiter.client.zrange(self.log_key, -1 - index, -1 - index, withscores=True)
+        if isinstance(self.limiter, AsyncRateLimiter):
+            return _peeked_async(found)
+        return _peeked(found)
+
+
+def _peeked(found: List[Any]) -> Optional[RateItem]:
+    if not found:
         return None
+    member, score = found[0]
+    member = member.decode() if isinstance(member, bytes) else str(member)
+    return RateItem(member.rsplit(":", 2)[0], int(score))
+
+
+async def _admitted() -> bool:
+    return True
+
+
+async def _peeked_async(found: Awaitable[List[Any]]) -> Optional[RateItem]:
+    return _peeked(await found)
+
+
+def _check_weight(item: RateItem) -> None:
+    """pyrate's weights are non-negative integers; a weight the module would refuse is
+    raised here. Weight 0 is pyrate's "ask without taking", sent as a PEEK-free no-op."""
+    weight = item.weight
+    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
+        raise ValueError(f"pyrate item weight must be a non-negative integer, not {weight!r}")
 
 
 def _spent(decision: Decision) -> int:
@@ -151,8 +240,10 @@ class RedisRLBucketFactory(BucketFactory):
         prefix: str = "rl:pyrate",
         algorithm: str = "slidecount",
         shadow: Union[Shadow, bool] = False,
+        item_log: bool = False,
     ) -> None:
         _algorithm(algorithm)
+        self.item_log = item_log
         self.rates = list(rates)
         self.limiter = limiter
         self.prefix = prefix
@@ -168,7 +259,7 @@ class RedisRLBucketFactory(BucketFactory):
         # A fresh bucket per call: it holds the last put's verdict for `waiting()`,
         # so concurrent acquires for one name must not share it.
         return RedisRLBucket(self.rates, self.limiter, f"{self.prefix}:{{{item.name}}}",
-                             algorithm=self.algorithm, shadow=self.shadow)
+                             algorithm=self.algorithm, shadow=self.shadow, item_log=self.item_log)
 
     def schedule_leak(self, *args: Any, **kwargs: Any) -> None:
         """Nothing to leak: the module trims and expires its own keys."""
