@@ -1,7 +1,7 @@
 // Express/Connect middleware: identify the caller, check the limits, set the headers,
 // answer 429 when denied. Works with plain http.createServer too.
 import { randomUUID } from 'node:crypto';
-import { assertLimits } from './commands.js';
+import { assertLimits, RateLimitConfigError } from './commands.js';
 import { rateLimitHeaders } from './headers.js';
 
 const utcDay = (ms) => new Date(ms).toISOString().slice(0, 10);
@@ -60,6 +60,9 @@ export function rateLimitMiddleware(limiter, {
         identity = await identityOf(req);
         decision = await limiter.check(list, identity, { cost: cost?.(req), lease });
       } catch (err) {
+        // A mistake of the app's (a cost the module would refuse, an error reply that is
+        // the caller's) is raised: the failure policy would hide it.
+        if (err instanceof RateLimitConfigError || err?.name === 'RedisCommandError') throw err;
         // Identifying the caller failed (RL.PSEUDONYM unreachable, or the user's function
         // threw): the failure policy decides, as for the limits themselves.
         decision = limiter.failed(err, { command: identify ? 'identify' : 'RL.PSEUDONYM', keys: [] });

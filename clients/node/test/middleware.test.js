@@ -162,6 +162,26 @@ describe('middleware', () => {
     });
   }
 
+  it('a cost the module would refuse is raised to the app, never decided by the failure policy', async () => {
+    const reports = [];
+    const rl = createRateLimiter({ client: conn.client, failure: 'open', onError: (e) => reports.push(e) });
+    const limit = { name: 'tokens', algorithm: 'fixed', limit: 10, window: 60 };
+    const app = await serve(rl.middleware({
+      limits: [limit],
+      identify: () => 'k-bad-cost',
+      cost: (req) => req.headers['x-cost'],
+    }));
+    try {
+      const bad = await app.get({ 'x-cost': '2.5' });
+      assert.equal(bad.status, 500, 'fail open would have admitted it');
+      assert.match(bad.body, /RateLimitConfigError|cost/);
+      assert.equal(reports.length, 0);
+      assert.equal((await app.get({ 'x-cost': '2' })).status, 200);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('a misconfigured limit throws when the middleware is made, not per request', () => {
     const rl = createRateLimiter({ client: conn.client, failure: 'open' });
     assert.throws(() => rl.middleware({ limits: { name: 'x', algorithm: 'leaky', limit: 1, window: 1 } }), /unknown algorithm/);
