@@ -518,7 +518,8 @@ function A.SLIDELOG.decide(st, spec, now)
     retry = t and retry_ms(gone_after(t)) or -1
   end
   local newest = log.newest()
-  if allowed then newest = math.max(newest or now, now) end
+  -- The newest entry once the request's own are in (a request of no units adds none).
+  if allowed and cost > 0 then newest = math.max(newest or now, now) end
   local d = decision(allowed, remaining(limit, used_after), retry,
     newest and ceil_ms(gone_after(newest)) or 0)
   local cutoff = math.max(now - w, 0)
@@ -672,6 +673,12 @@ function A.CONCURRENCY.decide(st, spec, now)
   end
   return d, { { op = 'trim', key = 1, cutoff = now }, { op = 'zadd_member', key = 1, score = untl },
     lease_expire(last, now) }
+end
+-- Until the last lease held expires: a new lease is not counted.
+function A.CONCURRENCY.own_reset(st, spec, now)
+  local last = st[1].newest()
+  if last == nil or last < 0 then return 0 end
+  return ceil_ms(subsat(last, now))
 end
 function A.CONCURRENCY.refund(st, spec, now)
   local log = st[1]
@@ -1071,6 +1078,16 @@ local function aggregate(ds)
   return decision(allowed, rem or 0, retry, reset)
 end
 
+-- reset_after_ms of the state as stored: for counted units, the decision on a
+-- request of none.
+local function own_reset(l, now)
+  if l.algo.own_reset then return l.algo.own_reset(l.st, l.spec, now) end
+  local nothing = {}
+  for k, v in pairs(l.spec) do nothing[k] = v end
+  nothing.cost = 0
+  return (l.algo.decide(l.st, nothing, now)).reset
+end
+
 local function run(limits, now, mode, single)
   now = now or server_now()
   for _, l in ipairs(limits) do load(l, now) end
@@ -1099,10 +1116,15 @@ local function run(limits, now, mode, single)
   for i, l in ipairs(limits) do
     for _, w in ipairs(plans[i]) do apply(l, w) end
   end
-  if mode == 'REFUND' or mode == 'RESET' then
+  if mode ~= 'SPEND' then
+    -- What a PEEK says, on the state as this call left it, with the state's own reset
+    -- (the request it would admit not counted).
     for i, l in ipairs(limits) do
-      reload(l)
-      ds[i] = l.algo.decide(l.st, l.spec, now)
+      if mode ~= 'PEEK' then
+        reload(l)
+        ds[i] = l.algo.decide(l.st, l.spec, now)
+      end
+      ds[i].reset = own_reset(l, now)
     end
     total = single and ds[1] or aggregate(ds)
   end
