@@ -1136,7 +1136,10 @@ local COMMAND = {
   concurrency = 'CONCURRENCY', throttle = 'THROTTLE',
 }
 
+-- KEYS are the command's keys, or none at all (a standalone caller may leave them out;
+-- a cluster client must not, to be routed).
 local function check_keys(keys)
+  if #KEYS == 0 then return end
   for i, k in ipairs(keys) do
     if KEYS[i] ~= k then fail('ERR redis-rl script: KEYS must be the keys of ARGV, in order (KEYS[' .. i .. '])') end
   end

@@ -934,7 +934,7 @@ fn bad_arguments_get_the_same_errors() {
         "all 1 concurrency K 1 10 COST 2 LEASE a",
         "all 1 fixed K 0 10",
         "all 1 slidelog K 1 10 COST 1001",
-        "all 1 gcra K 11 10ms",
+        "all 1 gcra K 10001 10ms",
         "all 1 fixed K 1 10 NOW",
     ]
     .iter()
