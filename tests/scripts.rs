@@ -40,8 +40,11 @@ const BATCH: usize = 50;
 /// put milliseconds between two adjacent calls on this shared machine.
 const TOL_MS: i64 = 250;
 
+/// The scripts under test: `scripts/`, or RL_SCRIPTS_DIR (a mutated copy).
 fn script_text(name: &str) -> String {
-    let path = format!("{}/scripts/{name}.lua", env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var("RL_SCRIPTS_DIR")
+        .unwrap_or_else(|_| format!("{}/scripts", env!("CARGO_MANIFEST_DIR")));
+    let path = format!("{dir}/{name}.lua");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -986,7 +989,8 @@ fn scripts_are_generated_and_every_kit_has_the_same_copy() {
     let root = env!("CARGO_MANIFEST_DIR");
     let lib = std::fs::read_to_string(format!("{root}/scripts/src/lib.lua")).expect("lib.lua");
     for name in COMMANDS {
-        let text = script_text(name);
+        let path = format!("{root}/scripts/{name}.lua");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let want = format!(
             "-- RL.{} as a Redis script: generated from scripts/src/lib.lua by make scripts-sync.\n{lib}\nreturn main('{name}')\n",
             name.to_uppercase()
@@ -1296,4 +1300,96 @@ fn integers_past_2_53_in_replies_are_the_nearest_double() {
     );
     assert_ne!(r[0], r[1]);
     assert_eq!(as_doubles(&r[0]), as_doubles(&r[1]));
+}
+
+/// In a cluster both refuse a per-window limiter on a key without a hash tag (its
+/// counters would land in other slots), and agree on a key with one.
+#[test]
+fn cluster_needs_a_hash_tag_on_both() {
+    let cluster = common::cluster::Cluster::start();
+    let on_owner = |call: &Call, imp: Impl, letter: char| -> String {
+        for node in &cluster.nodes {
+            let mut c = node.conn();
+            let shas = load_scripts(&mut c);
+            let r = pipeline(&mut c, &[cmd_for(&shas, call, imp, letter)]);
+            if !r[0].contains("MOVED") {
+                return r[0].clone();
+            }
+        }
+        panic!("no node owns {:?}", call.args);
+    };
+    for (key, tagged) in [("plain:X", false), ("{tag}:X", true)] {
+        for command in ["fixed", "slidecount", "gcra"] {
+            let call = Call {
+                command,
+                args: [key, "5", "60", "NOW", "1764480000000000"]
+                    .map(String::from)
+                    .to_vec(),
+                keys: vec![0],
+            };
+            let m = on_owner(&call, Impl::Module, 'm');
+            let s = on_owner(&call, Impl::Script, 's');
+            let needs = m.contains("needs a {hash tag}");
+            assert_eq!(needs, !tagged && command != "gcra", "{command} {key}: {m}");
+            // The untagged twins hash apart, so compare with the key names masked.
+            let mask = |r: &str| {
+                r.replace("plain:m", "plain:X")
+                    .replace("plain:s", "plain:X")
+            };
+            assert_eq!(mask(&m), mask(&s), "{command} {key}");
+        }
+    }
+}
+
+/// Expiry instants to the millisecond: module and script in one transaction usually
+/// run within the same millisecond, and then their instants must be equal (the TTL
+/// rounded the same way); the state tests allow for a preempted server.
+#[test]
+fn expiry_instants_agree_to_the_millisecond() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let mut equal = 0;
+    let trials = 40;
+    for i in 0..trials {
+        let (command, args): (&'static str, Vec<&str>) = match i % 4 {
+            // 7 per hour: a TAT 514,285,714.3 µs ahead, its TTL rounded up.
+            0 => ("gcra", vec!["7", "3600", "COST", "2"]),
+            1 => ("fixed", vec!["7", "1500ms"]),
+            2 => ("slidelog", vec!["7", "2500ms"]),
+            _ => ("concurrency", vec!["7", "2500ms", "ACQUIRE", "a"]),
+        };
+        let key = format!("{{z{i}}}:X");
+        let mut words = vec![key.clone()];
+        words.extend(args.iter().map(|a| a.to_string()));
+        words.extend(["NOW".into(), (T0 + 1_234_567 + i).to_string()]);
+        let call = Call {
+            command,
+            args: words,
+            keys: vec![0],
+        };
+        let name = |l: char| {
+            let base = key.replace(":X", &format!(":{l}"));
+            match command {
+                "fixed" => format!("{base}:{}", (T0 + 1_234_567 + i) / 1_500_000 * 1_500),
+                _ => base,
+            }
+        };
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .add_command(cmd_for(&shas, &call, Impl::Module, 'm'))
+            .add_command(cmd_for(&shas, &call, Impl::Script, 's'))
+            .cmd("PEXPIRETIME")
+            .arg(name('m'))
+            .cmd("PEXPIRETIME")
+            .arg(name('s'));
+        let (_, _, m, s): (Value, Value, i64, i64) = pipe.query(&mut c).expect("MULTI");
+        assert!(m > 0 && s > 0, "{command}: {m} {s}");
+        assert!((m - s).abs() <= TOL_MS, "{command}: {m} {s}");
+        equal += i32::from(m == s);
+    }
+    assert!(
+        equal >= trials as i32 * 3 / 4,
+        "only {equal} of {trials} equal"
+    );
 }
