@@ -7,6 +7,7 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
+use crate::algo::block::{self, Block, Growth, Held};
 use crate::algo::slidelog::tests::VecLog;
 use crate::algo::{fixed, gcra, slidecount, slidelog, Decision};
 use crate::algo::{Spec, Stored};
@@ -47,6 +48,17 @@ const WORDS: &[&str] = &[
     "now",
     "peek",
     "Burst",
+    "BLOCK",
+    "block",
+    "EXTEND",
+    "BACKOFF",
+    "backoff",
+    "STRIKES",
+    "IMPOSE",
+    "impose",
+    "1764480000000000:3",
+    "1764480000000000:",
+    ":1",
     "0",
     "1",
     "-1",
@@ -148,12 +160,20 @@ fn parsing_never_panics() {
                 (1..=MAX_AMOUNT).contains(&spec.limit) && (1..=MAX_AMOUNT).contains(&spec.cost)
             );
             assert!(spec.window.ms() >= 1);
+            check_block_args(&spec, a.mode);
         }
         if let Ok(all) = parse_all(&refs, crate::commands::algorithm) {
             let limits = all.limits;
             assert!(!limits.is_empty() && limits.len() as u64 <= MAX_LIMITS);
             assert!(limits.iter().all(|l| l.key < refs.len()));
             assert!(all.lease.is_none_or(|at| at < refs.len()));
+            for l in &limits {
+                check_block_args(&l.spec, crate::algo::Mode::Spend);
+                assert!(l.spec.block.is_none() || l.algorithm.check_block().is_ok());
+            }
+            if all.mode == crate::algo::Mode::Impose {
+                assert!(limits.iter().any(|l| l.spec.block.is_some()));
+            }
         }
         // Every command of the table parses its own arguments without a panic, and
         // a member it names is one of them.
@@ -171,6 +191,77 @@ fn parsing_never_panics() {
         let _ = counter_key(&one, rng.gen());
         let _ = log_member(rng.gen(), rng.gen());
         let _ = fixed_window_name(rng.gen(), any_window(&mut rng));
+        if let Some(h) = Held::parse(&one) {
+            assert_eq!(Held::parse(&h.format(true)), Some(h));
+        }
+    }
+}
+
+/// What the parser lets through for BLOCK: a bound no shorter than the block, and
+/// IMPOSE only with a BLOCK.
+fn check_block_args(spec: &Spec, mode: crate::algo::Mode) {
+    if let Some(b) = spec.block {
+        assert!(b.duration.ms() >= 1);
+        if let Growth::Backoff { max } = b.growth {
+            assert!(max.ms() >= b.duration.ms());
+        }
+    }
+    if mode == crate::algo::Mode::Impose {
+        assert!(spec.block.is_some());
+    }
+}
+
+/// A block of any length, growth and count, at any time: a call while it holds is
+/// denied with nothing left and a wait to its end; a write never shortens it, never
+/// drops a strike, and a backoff's is never past its bound.
+#[test]
+fn blocks_never_panic_and_never_shorten() {
+    use crate::algo::Mode;
+    let mut rng = StdRng::seed_from_u64(seed() ^ 3);
+    for _ in 0..cases() {
+        let duration = any_window(&mut rng);
+        let max = any_window(&mut rng);
+        let growth = match rng.gen_range(0..3) {
+            0 => Growth::Fixed,
+            1 => Growth::Extend,
+            _ => Growth::Backoff {
+                max: if max.ms() >= duration.ms() {
+                    max
+                } else {
+                    duration
+                },
+            },
+        };
+        let b = Block {
+            duration,
+            growth,
+            strikes: rng.gen(),
+        };
+        let now = any_now(&mut rng);
+        let held = Held {
+            end: now.saturating_add(extreme(&mut rng).max(1)),
+            strikes: extreme(&mut rng),
+        };
+        let mode = [Mode::Spend, Mode::Peek, Mode::Refund][rng.gen_range(0..3)];
+        let (d, after) = block::while_blocked(&b, held, mode, now);
+        assert!(
+            !d.allowed && d.remaining == 0 && d.retry_after_ms > 0,
+            "{d:?}"
+        );
+        assert_eq!(u64::try_from(d.retry_after_ms).ok(), Some(d.reset_after_ms));
+        match after {
+            Some(a) => {
+                assert!(mode == Mode::Spend && b.counts());
+                assert!(a.end >= held.end && a.strikes >= held.strikes);
+                if let Growth::Backoff { max } = growth {
+                    assert!(a.end <= held.end.max(now + max.us()));
+                }
+                assert_eq!(Held::parse(&a.format(true)), Some(a));
+            }
+            None => assert!(mode != Mode::Spend || !b.counts()),
+        }
+        let started = block::start(&b, now, 1);
+        assert!(started.holds(now) && started.end == now + duration.us());
     }
 }
 
@@ -252,6 +343,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 cost: if rng.gen() { 1 } else { amount(&mut rng) },
                 burst: ((a.accepts_burst() || throttle) && rng.gen()).then(|| amount(&mut rng)),
                 renew_only: rng.gen_bool(0.2),
+                block: None,
             };
             if a.check(&spec).is_err() {
                 continue;

@@ -789,9 +789,9 @@ fn every_malformed_part_is_refused_and_writes_nothing() {
         // Between limits an unknown word is read as the next limit's algorithm.
         (format!("RL.ALL 2 {ok1} FOO {ok2} NOW {n}"), "ERR RL.ALL: unknown algorithm 'FOO'"),
         // two modes
-        (format!("RL.ALL 1 {ok1} PEEK REFUND NOW {n}"), "ERR syntax error: PEEK, REFUND and RESET exclude each other"),
-        (format!("RL.ALL 1 {ok1} NOW {n} RESET peek"), "ERR syntax error: PEEK, REFUND and RESET exclude each other"),
-        (format!("RL.ALL 1 {ok1} REFUND RESET"), "ERR syntax error: PEEK, REFUND and RESET exclude each other"),
+        (format!("RL.ALL 1 {ok1} PEEK REFUND NOW {n}"), "ERR syntax error: PEEK, REFUND, RESET and IMPOSE exclude each other"),
+        (format!("RL.ALL 1 {ok1} NOW {n} RESET peek"), "ERR syntax error: PEEK, REFUND, RESET and IMPOSE exclude each other"),
+        (format!("RL.ALL 1 {ok1} REFUND RESET"), "ERR syntax error: PEEK, REFUND, RESET and IMPOSE exclude each other"),
         // the same key twice, directly or as a derived counter
         (format!("RL.ALL 2 {ok1} GCRA {{u}}:log 5 10 NOW {n}"), "ERR RL.ALL: key '{u}:log' is used by more than one limit"),
         (format!("RL.ALL 3 {ok2} {ok1} SLIDELOG {{u}}:log 7 60 NOW {n}"), "ERR RL.ALL: key '{u}:log' is used by more than one limit"),

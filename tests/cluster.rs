@@ -1112,3 +1112,62 @@ fn setslot_importing_queued_in_multi_is_seen_after_exec() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------
+// BLOCK: the block key lives in the base key's slot.
+
+#[test]
+fn block_keys_stay_in_the_slot_and_need_a_hash_tag_for_every_limiter() {
+    let cluster = Cluster::start();
+    let mut router = Router::new(&cluster);
+    let tags = tag_per_node(&cluster);
+
+    // Without a tag `<key>:block` could hash anywhere: refused for every algorithm,
+    // also for the ones whose own key is the base key, and nothing is written.
+    for cmd in ["RL.GCRA", "RL.SLIDELOG", "RL.FIXED", "RL.SLIDECOUNT"] {
+        let key = "rl:plain:blocked";
+        for mode in ["", " PEEK", " RESET", " IMPOSE"] {
+            let line = format!("{cmd} {key} 1 10 BLOCK 60 NOW {NOW}{mode}");
+            let err = router.try_rl(&line).expect_err(&line);
+            let detail = err.detail().unwrap_or_default();
+            assert!(detail.contains("hash tag"), "{line}: {err}");
+        }
+        let owner = cluster.owner(key_slot(key.as_bytes()));
+        assert!(cluster.keys_on(owner).iter().all(|k| !k.starts_with(key)));
+    }
+    // Without BLOCK those two keep working untagged, as before.
+    assert_eq!(
+        router.rl(&format!("RL.GCRA rl:plain:g 1 10 NOW {NOW}")).0,
+        1
+    );
+
+    for (node, tag) in tags.iter().enumerate() {
+        let base = format!("rl:{{{tag}}}:b");
+        for i in 0..2 {
+            router.rl(&format!("RL.GCRA {base} 1 10 BLOCK 60 NOW {}", NOW + i));
+        }
+        let block = format!("{base}:block");
+        let keys = cluster.keys_on(node);
+        assert!(
+            keys.contains(&block),
+            "{block} not on node {node}: {keys:?}"
+        );
+        let slot: u16 = router.run(&["CLUSTER", "KEYSLOT", &block]);
+        assert_eq!(slot, key_slot(base.as_bytes()));
+        let r = router.rl(&format!(
+            "RL.GCRA {base} 1 10 BLOCK 60 NOW {}",
+            NOW + 1_000_001
+        ));
+        assert_eq!(r, (0, 0, 59_000, 59_000));
+    }
+    // RL.ALL over two slots: CROSSSLOT, with BLOCK as without.
+    let line = format!(
+        "RL.ALL 2 GCRA {{{}}}:x 5 10 BLOCK 5 FIXED {{{}}}:y 5 10 BLOCK 5 NOW {NOW}",
+        tags[0], tags[1]
+    );
+    for node in 0..3 {
+        let e = err_line(&mut cluster.nodes[node].conn(), &line);
+        assert!(e.starts_with("CROSSSLOT"), "node {node}: {e}");
+    }
+    assert_eq!(router.moved + router.asked, 0);
+}

@@ -99,6 +99,15 @@ impl Algorithm for Concurrency {
         true
     }
 
+    /// A denial here means work in flight, not an offence; and a block would refuse
+    /// the heartbeats and releases of work already running.
+    fn check_block(&self) -> Result<()> {
+        Err(Error::BlockNotTaken(
+            "CONCURRENCY",
+            "a lease is work in flight, not an offence",
+        ))
+    }
+
     /// A lease is one slot: COST has no meaning here.
     fn check(&self, spec: &Spec) -> Result<()> {
         if spec.limit > MAX_LOG_LIMIT {
@@ -184,6 +193,9 @@ impl Algorithm for Concurrency {
         let mut operation: Option<(Mode, Option<usize>)> = None;
         let mut at = 2;
         while let Some(word) = args.get(at) {
+            if word.eq_ignore_ascii_case(b"BLOCK") {
+                self.check_block()?;
+            }
             let name = ["ACQUIRE", "RELEASE", "HEARTBEAT", "PEEK", "RESET", "NOW"]
                 .into_iter()
                 .find(|n| word.eq_ignore_ascii_case(n.as_bytes()))

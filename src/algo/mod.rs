@@ -4,6 +4,7 @@
 //! and writes back what the decision says. That keeps every rule testable exhaustively
 //! and quickly, without a server.
 
+pub mod block;
 pub mod concurrency;
 pub mod fixed;
 pub mod gcra;
@@ -71,6 +72,8 @@ pub struct Spec {
     /// Spend only by renewing what the call's member already holds (CONCURRENCY's
     /// HEARTBEAT): never take a new slot.
     pub renew_only: bool,
+    /// `BLOCK …`: a denial puts the limiter in the penalty box.
+    pub block: Option<block::Block>,
 }
 
 impl Spec {
@@ -81,6 +84,7 @@ impl Spec {
             cost: 1,
             burst: None,
             renew_only: false,
+            block: None,
         }
     }
 }
@@ -96,6 +100,8 @@ pub enum Mode {
     Refund,
     /// Clear the state, then decide as a PEEK.
     Reset,
+    /// Start the call's BLOCK now, whatever the limiter says.
+    Impose,
 }
 
 /// Where a limiter keeps one piece of its state: the key it was given, or
@@ -104,6 +110,8 @@ pub enum Mode {
 pub enum KeyName {
     Base,
     Derived(u64),
+    /// `<key>:block`, for a call with BLOCK.
+    Block,
 }
 
 /// What a key holds.
@@ -178,6 +186,14 @@ pub enum Write {
     SetMember { key: usize, score: u64 },
     /// ZREM of the call's member.
     RemoveMember { key: usize },
+    /// SET the block key to `held` (its count when `counted`), expiring `ttl_ms`
+    /// from the server's now.
+    SetBlock {
+        key: usize,
+        held: block::Held,
+        counted: bool,
+        ttl_ms: u64,
+    },
 }
 
 impl Write {
@@ -193,7 +209,8 @@ impl Write {
             | Write::RemoveNewest { key, .. }
             | Write::Delete { key }
             | Write::SetMember { key, .. }
-            | Write::RemoveMember { key } => key,
+            | Write::RemoveMember { key }
+            | Write::SetBlock { key, .. } => key,
         }
     }
 }
@@ -283,6 +300,11 @@ pub trait Algorithm: Sync {
 
     /// Checks of the arguments beyond what every limiter accepts.
     fn check(&self, _spec: &Spec) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether a limit of this algorithm may take `BLOCK` (else the error why not).
+    fn check_block(&self) -> Result<()> {
         Ok(())
     }
 
