@@ -20,9 +20,13 @@ MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
 help: ## list the targets, one line each
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 
-.PHONY: help all deps build run top test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
+.PHONY: help scripts-sync all deps build run top test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
 all: build
+
+# The scripts (scripts/*.lua, generated from scripts/src/lib.lua) and each kit's copy.
+scripts-sync: ## copy scripts/ into every kit (after editing scripts/src)
+	tools/scripts.sh
 
 # Installs the Debian packages the build and the tests need, if any is missing.
 deps:

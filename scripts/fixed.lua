@@ -309,18 +309,52 @@ end
 
 local KEYWORDS = {
   NOW = 'NOW', COST = 'COST', PEEK = 'PEEK', RESET = 'RESET', BURST = 'BURST',
-  LEASE = 'LEASE', REFUND = 'REFUND',
+  LEASE = 'LEASE', REFUND = 'REFUND', BLOCK = 'BLOCK', EXTEND = 'EXTEND', IMPOSE = 'IMPOSE',
+  BACKOFF = 'BACKOFF', STRIKES = 'STRIKES',
 }
 
 local function keyword(o)
-  if #o < 3 or #o > 6 then return nil end
+  if #o < 3 or #o > 7 then return nil end
   return KEYWORDS[string.upper(o)]
 end
 
 local function set_mode(mode, name)
   if mode == nil then return name end
   if mode == name then E_repeated(name) end
-  fail('ERR syntax error: PEEK, REFUND and RESET exclude each other')
+  fail('ERR syntax error: PEEK, REFUND, RESET and IMPOSE exclude each other')
+end
+
+-- BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES]: parsed and checked as the module
+-- does, so that a wrong one gets the module's error.
+local function block_take(b, name, value)
+  if name == 'BLOCK' or name == 'BACKOFF' then
+    local ok, ms = pcall(parse_window, value or '')
+    if not ok then
+      fail('ERR ' .. name .. ' must be a positive duration such as 60, 60s or 1500ms, at most ' .. MAX_WINDOW_MS .. 'ms')
+    end
+    value = ms
+  else
+    value = true
+  end
+  if b[name] then E_repeated(name) end
+  b[name] = value
+end
+
+local function block_finish(b)
+  if not b.BLOCK then
+    for _, name in ipairs({ 'EXTEND', 'BACKOFF', 'STRIKES' }) do
+      if b[name] then fail('ERR syntax error: ' .. name .. ' needs BLOCK') end
+    end
+    return nil
+  end
+  if b.EXTEND and b.BACKOFF then fail('ERR syntax error: EXTEND and BACKOFF exclude each other') end
+  if b.BACKOFF and b.BACKOFF < b.BLOCK then fail("ERR BACKOFF must be a duration no shorter than BLOCK's") end
+  return b
+end
+
+-- The penalty box is the module's alone so far: the scripts refuse it, clearly.
+local function no_block()
+  fail('ERR redis-rl scripts do not implement BLOCK: load the module for it')
 end
 
 ---------------------------------------------------------------------------------------
@@ -518,7 +552,8 @@ function A.SLIDELOG.decide(st, spec, now)
     retry = t and retry_ms(gone_after(t)) or -1
   end
   local newest = log.newest()
-  if allowed then newest = math.max(newest or now, now) end
+  -- The newest entry once the request's own are in (a request of no units adds none).
+  if allowed and cost > 0 then newest = math.max(newest or now, now) end
   local d = decision(allowed, remaining(limit, used_after), retry,
     newest and ceil_ms(gone_after(newest)) or 0)
   local cutoff = math.max(now - w, 0)
@@ -673,6 +708,12 @@ function A.CONCURRENCY.decide(st, spec, now)
   return d, { { op = 'trim', key = 1, cutoff = now }, { op = 'zadd_member', key = 1, score = untl },
     lease_expire(last, now) }
 end
+-- Until the last lease held expires: a new lease is not counted.
+function A.CONCURRENCY.own_reset(st, spec, now)
+  local last = st[1].newest()
+  if last == nil or last < 0 then return 0 end
+  return ceil_ms(subsat(last, now))
+end
 function A.CONCURRENCY.refund(st, spec, now)
   local log = st[1]
   if log.score == nil then return { { op = 'trim', key = 1, cutoff = now } } end
@@ -756,12 +797,20 @@ local function parse_limiter(command, args, from, algo)
   if window == nil then E_arity(command) end
   local spec = spec_of(limit, window)
   local cost, now, mode
+  local block = {}
   local i = from + 2
   while args[i] ~= nil do
     local option = args[i]
     local name = keyword(option)
     if name == nil or (name == 'BURST' and not algo.burst) or name == 'LEASE' then E_unknown(option) end
-    if name == 'COST' or name == 'BURST' or name == 'NOW' then
+    if name == 'BLOCK' or name == 'BACKOFF' then
+      if args[i + 1] == nil then E_missing(name) end
+      block_take(block, name, args[i + 1])
+      i = i + 2
+    elseif name == 'EXTEND' or name == 'STRIKES' then
+      block_take(block, name)
+      i = i + 1
+    elseif name == 'COST' or name == 'BURST' or name == 'NOW' then
       local value = args[i + 1]
       if value == nil then E_missing(name) end
       if name == 'NOW' then
@@ -785,6 +834,8 @@ local function parse_limiter(command, args, from, algo)
     end
   end
   spec.cost = cost or 1
+  spec.block = block_finish(block)
+  if mode == 'IMPOSE' and not spec.block then fail('ERR syntax error: IMPOSE needs BLOCK') end
   return spec, now, mode or 'SPEND'
 end
 
@@ -798,6 +849,9 @@ local function parse_concurrency(command, args, from)
   while args[i] ~= nil do
     local word = args[i]
     local name = string.upper(word)
+    if name == 'BLOCK' then
+      fail('ERR CONCURRENCY does not take BLOCK: a lease is work in flight, not an offence')
+    end
     if #word > 9 or not LEASE_OPS[name] then E_unknown(word) end
     local takes_value = name ~= 'PEEK' and name ~= 'RESET'
     if takes_value and args[i + 1] == nil then E_missing(name) end
@@ -822,6 +876,11 @@ local function parse_concurrency(command, args, from)
 end
 
 local function parse_throttle(command, args, from)
+  for i = from, #args do
+    if string.upper(args[i]) == 'BLOCK' then
+      fail("ERR RL.THROTTLE does not take BLOCK: it keeps redis-cell's arguments; RL.GCRA takes BLOCK")
+    end
+  end
   local n = #args
   local now
   if n - from + 1 >= 2 and string.upper(args[n - 1]) == 'NOW' then
@@ -865,23 +924,34 @@ local function parse_all(args)
     local spec = spec_of(limit, window)
     at = at + 4
     local cost
+    local block = {}
     while args[at] ~= nil do
       local o = keyword(args[at])
-      if o ~= 'COST' and o ~= 'BURST' then break end
+      if o ~= 'COST' and o ~= 'BURST' and o ~= 'BLOCK' and o ~= 'BACKOFF' and o ~= 'EXTEND' and o ~= 'STRIKES' then break end
       if o == 'BURST' and not algo.burst then E_unknown(args[at]) end
       local value = args[at + 1]
-      if value == nil then E_missing(o) end
-      local v = parse_amount(o, value)
-      if o == 'COST' then
+      if o == 'EXTEND' or o == 'STRIKES' then
+        block_take(block, o)
+        at = at - 1
+      elseif value == nil then E_missing(o)
+      elseif o == 'BLOCK' or o == 'BACKOFF' then
+        block_take(block, o, value)
+      elseif o == 'COST' then
+        local v = parse_amount(o, value)
         if cost then E_repeated(o) end
         cost = v
       else
+        local v = parse_amount(o, value)
         if spec.burst then E_repeated(o) end
         spec.burst = v
       end
       at = at + 2
     end
     spec.cost = cost or 1
+    spec.block = block_finish(block)
+    if spec.block and algo.member then
+      fail('ERR CONCURRENCY does not take BLOCK: a lease is work in flight, not an offence')
+    end
     limits[#limits + 1] = { algo = algo, key = key, spec = spec }
   end
   local now, mode, lease
@@ -889,7 +959,7 @@ local function parse_all(args)
     local option = args[at]
     local name = keyword(option)
     if name == nil then E_unknown(option) end
-    if name == 'COST' or name == 'BURST' then
+    if name == 'COST' or name == 'BURST' or name == 'BLOCK' or name == 'BACKOFF' or name == 'EXTEND' or name == 'STRIKES' then
       fail('ERR syntax error: ' .. name .. ' belongs to a limit and must come before NOW, PEEK, REFUND or RESET')
     end
     if name == 'NOW' then
@@ -921,6 +991,11 @@ local function parse_all(args)
   if lease and not leased then fail('ERR RL.ALL: LEASE is only for CONCURRENCY limits, and this call has none') end
   if leased and not lease and (mode == 'SPEND' or mode == 'REFUND') then
     fail("ERR RL.ALL: a CONCURRENCY limit needs the call's LEASE <id> (after the limits)")
+  end
+  if mode == 'IMPOSE' then
+    local any = false
+    for _, l in ipairs(limits) do if l.spec.block then any = true end end
+    if not any then fail('ERR syntax error: IMPOSE needs BLOCK') end
   end
   for _, l in ipairs(limits) do if l.algo.member then l.member = lease end end
   return limits, now, mode
@@ -1071,6 +1146,16 @@ local function aggregate(ds)
   return decision(allowed, rem or 0, retry, reset)
 end
 
+-- reset_after_ms of the state as stored: for counted units, the decision on a
+-- request of none.
+local function own_reset(l, now)
+  if l.algo.own_reset then return l.algo.own_reset(l.st, l.spec, now) end
+  local nothing = {}
+  for k, v in pairs(l.spec) do nothing[k] = v end
+  nothing.cost = 0
+  return (l.algo.decide(l.st, nothing, now)).reset
+end
+
 local function run(limits, now, mode, single)
   now = now or server_now()
   for _, l in ipairs(limits) do load(l, now) end
@@ -1099,10 +1184,15 @@ local function run(limits, now, mode, single)
   for i, l in ipairs(limits) do
     for _, w in ipairs(plans[i]) do apply(l, w) end
   end
-  if mode == 'REFUND' or mode == 'RESET' then
+  if mode ~= 'SPEND' then
+    -- What a PEEK says, on the state as this call left it, with the state's own reset
+    -- (the request it would admit not counted).
     for i, l in ipairs(limits) do
-      reload(l)
-      ds[i] = l.algo.decide(l.st, l.spec, now)
+      if mode ~= 'PEEK' then
+        reload(l)
+        ds[i] = l.algo.decide(l.st, l.spec, now)
+      end
+      ds[i].reset = own_reset(l, now)
     end
     total = single and ds[1] or aggregate(ds)
   end
@@ -1114,7 +1204,10 @@ local COMMAND = {
   concurrency = 'CONCURRENCY', throttle = 'THROTTLE',
 }
 
+-- KEYS are the command's keys, or none at all (a standalone caller may leave them out;
+-- a cluster client must not, to be routed).
 local function check_keys(keys)
+  if #KEYS == 0 then return end
   for i, k in ipairs(keys) do
     if KEYS[i] ~= k then fail('ERR redis-rl script: KEYS must be the keys of ARGV, in order (KEYS[' .. i .. '])') end
   end
@@ -1125,6 +1218,7 @@ local function main(command)
     if command == 'all' then
       if #ARGV < 5 then E_arity('rl.all') end
       local limits, now, mode = parse_all(ARGV)
+      for _, l in ipairs(limits) do if l.spec.block then no_block() end end
       local keys = {}
       for i, l in ipairs(limits) do keys[i] = l.key end
       check_keys(keys)
@@ -1143,6 +1237,7 @@ local function main(command)
     if command == 'concurrency' then spec, now, mode, member = parse_concurrency(name, ARGV, 2)
     elseif command == 'throttle' then spec, now, mode = parse_throttle(name, ARGV, 2)
     else spec, now, mode = parse_limiter(name, ARGV, 2, algo) end
+    if spec.block then no_block() end
     check_keys({ ARGV[1] })
     local d = run({ { algo = algo, key = ARGV[1], spec = spec, member = member } }, now, mode, true)
     if algo.reply then return algo.reply(d) end

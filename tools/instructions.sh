@@ -33,8 +33,8 @@
 # RL_INSTRUCTIONS_BEFORE=<module .so> adds a column for a build without RL.TOP.
 #
 # RL_INSTRUCTIONS_CALLS changes the number of calls, RL_INSTRUCTIONS_DIR keeps the
-# callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor", "filter", "cluster"
-# and/or "top" (the first three by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
+# callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor", "filter", "scripts",
+# "cluster" and/or "top" (all but "top" by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
 # redis-benchmark.
 set -euo pipefail
 
@@ -51,7 +51,7 @@ for tool in valgrind callgrind_annotate callgrind_control redis-cli redis-benchm
   command -v "$tool" >/dev/null || { echo "instructions: $tool is not installed" >&2; exit 2; }
 done
 [ -f "$module" ] || { echo "instructions: build the module first (make build)" >&2; exit 2; }
-sections=" ${RL_INSTRUCTIONS_SECTIONS:-floor filter cluster} "
+sections=" ${RL_INSTRUCTIONS_SECTIONS:-floor filter scripts cluster} "
 
 # The floor module, built against the module API header: the redis-module crate's
 # (cargo fetched it for the build), else the one in a server source tarball.
@@ -363,6 +363,46 @@ if [[ "$sections" == *" top "* ]]; then
   awk -v z="$(cmd_of fixed_top0_admitted)" -v t="$(cmd_of fixed_top_tracked_admitted)" \
     -v tt="$(total "$work/fixed_top_tracked_admitted.out")" \
     'BEGIN {printf "| RL.FIXED admitted, key in the summary (size 8192) |  | %d | %d | %+d |  | %d |\n", z, t, t - z, tt}'
+  echo
+fi
+
+if [[ "$sections" == *" scripts "* ]]; then
+  # The scripts (scripts/*.lua) that the kits run where the module cannot be loaded,
+  # beside the module on the same calls. EVALSHA with no KEYS: redis-benchmark gives
+  # each __rand_int__ of a command its own number, so KEYS could not repeat the key.
+  scripts_dir="$root/scripts"
+  scripts_row() { # NAME ADMITTED-ARGS -- DENIED-ARGS
+    local c=$1; shift
+    local C; C=$(echo "$c" | tr a-z A-Z)
+    local admitted=() denied=()
+    while [ "$1" != -- ]; do admitted+=("$1"); shift; done
+    shift
+    denied=("$@")
+    profile "sc_${c}_module" standalone - "RL.$C" '{__rand_int__}:rl' "${admitted[@]}" NOW "$now_us"
+    WARM=1 profile "sc_${c}_module_denied" standalone - "RL.$C" '{__rand_int__}:rl' "${denied[@]}" NOW "$now_us"
+    profile "sc_${c}_script" standalone "$scripts_dir/$c.lua" 0 '{__rand_int__}:rl' "${admitted[@]}" NOW "$now_us"
+    WARM=1 profile "sc_${c}_script_denied" standalone "$scripts_dir/$c.lua" 0 '{__rand_int__}:rl' "${denied[@]}" NOW "$now_us"
+  }
+  scripts_row fixed 100 60 -- 1 60
+  scripts_row slidecount 100 60 -- 1 60
+  scripts_row slidelog 100 60 -- 1 60
+  scripts_row gcra 100 3600 -- 1 3600
+  scripts_row concurrency 100 3600 ACQUIRE '__rand_int__' -- 1 3600 ACQUIRE '__rand_int__'
+  scripts_row throttle 99 100 3600 -- 0 1 3600
+  echo "Module or scripts: whole event loop (aeMain), instructions per call, standalone."
+  echo "Admitted: limit 100 over 5,000 identities; denied: limit 1, every identity spent"
+  echo "before counting (RL.CONCURRENCY: a new lease id per call)."
+  echo
+  echo "| command | path | module | script (EVALSHA) | script ÷ module |"
+  echo "|---|---|---:|---:|---:|"
+  for c in fixed slidecount slidelog gcra concurrency throttle; do
+    for path in admitted denied; do
+      suffix=; [ "$path" = denied ] && suffix=_denied
+      awk -v n="RL.$(echo "$c" | tr a-z A-Z)" -v p="$path" \
+        -v m="$(total "$work/sc_${c}_module$suffix.out")" -v s="$(total "$work/sc_${c}_script$suffix.out")" \
+        'BEGIN {printf "| %s | %s | %d | %d | %.1f |\n", n, p, m, s, s/m}'
+    done
+  done
   echo
 fi
 
