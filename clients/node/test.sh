@@ -22,4 +22,14 @@ command -v "${RL_SERVER:-redis-server}" >/dev/null || { echo "clients/node: ${RL
 command -v redis-cli >/dev/null || { echo "clients/node: redis-cli not found (redis-tools)" >&2; exit 1; }
 
 # A hung test fails after 60 s instead of holding the run.
-exec node --test --test-reporter=spec --test-timeout=60000 test/*.test.js
+status=0
+node --test --test-reporter=spec --test-timeout=60000 test/*.test.js || status=$?
+
+# express-rate-limit 8 and 7's own tests against RedisRlStore (about 90 s; the first run
+# installs their test dependencies into .tools/upstream-node). RL_UPSTREAM=0 skips them.
+if [ "${RL_UPSTREAM:-1}" != 0 ]; then
+  node upstream/run.mjs express-rate-limit-8 express-rate-limit-7 || status=1
+else
+  echo "clients/node: upstream suites skipped (RL_UPSTREAM=0)"
+fi
+exit $status
