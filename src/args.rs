@@ -4,6 +4,7 @@
 //! Everything is validated here, before a command touches a key, so that a bad
 //! argument can never leave a half-done write behind.
 
+use crate::algo::block::{Block, Growth};
 use crate::algo::{Algorithm, Mode, Spec};
 use crate::error::{Error, Result};
 
@@ -82,6 +83,7 @@ pub fn parse_limiter(
     let mut cost = None;
     let mut now = None;
     let mut mode = None;
+    let mut block = BlockArgs::default();
     let mut rest = options.iter();
     while let Some(option) = rest.next() {
         let name = keyword(option)
@@ -92,16 +94,76 @@ pub fn parse_limiter(
             "COST" => set_once(&mut cost, name, parse_amount("COST", value()?)?)?,
             "BURST" => set_once(&mut spec.burst, name, parse_amount("BURST", value()?)?)?,
             "NOW" => set_once(&mut now, name, parse_now(value()?)?)?,
+            "BLOCK" | "BACKOFF" => block.take(name, Some(value()?))?,
+            "EXTEND" | "STRIKES" => block.take(name, None)?,
             _ => set_mode(&mut mode, name)?,
         }
     }
     spec.cost = cost.unwrap_or(1);
+    spec.block = block.finish()?;
+    let mode = mode.unwrap_or(Mode::Spend);
+    if mode == Mode::Impose && spec.block.is_none() {
+        return Err(Error::NeedsBlock("IMPOSE"));
+    }
     Ok(Request {
         spec,
         now,
-        mode: mode.unwrap_or(Mode::Spend),
+        mode,
         member: None,
     })
+}
+
+/// `BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES]`, gathered in any order
+/// among a limit's options.
+#[derive(Default)]
+struct BlockArgs {
+    duration: Option<Window>,
+    extend: Option<()>,
+    backoff: Option<Window>,
+    strikes: Option<()>,
+}
+
+impl BlockArgs {
+    fn take(&mut self, name: &'static str, value: Option<&[u8]>) -> Result<()> {
+        let duration = || {
+            parse_window(value.unwrap_or_default()).map_err(|_| Error::BadDuration {
+                name,
+                max_ms: MAX_WINDOW_MS,
+            })
+        };
+        match name {
+            "BLOCK" => set_once(&mut self.duration, name, duration()?),
+            "BACKOFF" => set_once(&mut self.backoff, name, duration()?),
+            "EXTEND" => set_once(&mut self.extend, name, ()),
+            _ => set_once(&mut self.strikes, name, ()),
+        }
+    }
+
+    fn finish(self) -> Result<Option<Block>> {
+        let Some(duration) = self.duration else {
+            let given = [
+                ("EXTEND", self.extend.is_some()),
+                ("BACKOFF", self.backoff.is_some()),
+                ("STRIKES", self.strikes.is_some()),
+            ];
+            return match given.iter().find(|g| g.1) {
+                Some(&(name, _)) => Err(Error::NeedsBlock(name)),
+                None => Ok(None),
+            };
+        };
+        let growth = match (self.extend, self.backoff) {
+            (Some(()), Some(_)) => return Err(Error::ExtendAndBackoff),
+            (Some(()), None) => Growth::Extend,
+            (None, Some(max)) if max.ms() < duration.ms() => return Err(Error::BadBackoff),
+            (None, Some(max)) => Growth::Backoff { max },
+            (None, None) => Growth::Fixed,
+        };
+        Ok(Some(Block {
+            duration,
+            growth,
+            strikes: self.strikes.is_some(),
+        }))
+    }
 }
 
 pub fn parse_spec(limit: &[u8], window: &[u8]) -> Result<Spec> {
@@ -116,6 +178,7 @@ fn set_mode(mode: &mut Option<Mode>, name: &'static str) -> Result<()> {
     let new = match name {
         "PEEK" => Mode::Peek,
         "REFUND" => Mode::Refund,
+        "IMPOSE" => Mode::Impose,
         _ => Mode::Reset,
     };
     match *mode {
@@ -178,24 +241,37 @@ pub fn parse_all(
         let key = at + 1;
         at += 4;
         let mut cost = None;
+        let mut block = BlockArgs::default();
         while let Some(option) = word(at) {
             let name = match keyword(option) {
-                Some(name @ ("COST" | "BURST")) => name,
+                Some(name @ ("COST" | "BURST" | "BLOCK" | "BACKOFF" | "EXTEND" | "STRIKES")) => {
+                    name
+                }
                 _ => break,
             };
             if name == "BURST" && !algorithm.accepts_burst() {
                 return Err(unknown(option));
             }
+            if matches!(name, "EXTEND" | "STRIKES") {
+                block.take(name, None)?;
+                at += 1;
+                continue;
+            }
             let value = word(at + 1).ok_or(Error::MissingValue(name))?;
-            let value = parse_amount(name, value)?;
-            if name == "COST" {
-                set_once(&mut cost, name, value)?;
+            if matches!(name, "BLOCK" | "BACKOFF") {
+                block.take(name, Some(value))?;
+            } else if name == "COST" {
+                set_once(&mut cost, name, parse_amount(name, value)?)?;
             } else {
-                set_once(&mut spec.burst, name, value)?;
+                set_once(&mut spec.burst, name, parse_amount(name, value)?)?;
             }
             at += 2;
         }
         spec.cost = cost.unwrap_or(1);
+        spec.block = block.finish()?;
+        if spec.block.is_some() {
+            algorithm.check_block()?;
+        }
         limits.push(LimitArgs {
             algorithm,
             key,
@@ -207,7 +283,10 @@ pub fn parse_all(
     let mut lease = None;
     while let Some(option) = word(at) {
         let name = keyword(option).ok_or_else(|| unknown(option))?;
-        if matches!(name, "COST" | "BURST") {
+        if matches!(
+            name,
+            "COST" | "BURST" | "BLOCK" | "BACKOFF" | "EXTEND" | "STRIKES"
+        ) {
             return Err(Error::OptionAfterLimits(name));
         }
         if name == "NOW" {
@@ -240,6 +319,9 @@ pub fn parse_all(
     if leased && lease.is_none() && matches!(mode, Mode::Spend | Mode::Refund) {
         return Err(Error::MissingLease);
     }
+    if mode == Mode::Impose && limits.iter().all(|l| l.spec.block.is_none()) {
+        return Err(Error::NeedsBlock("IMPOSE"));
+    }
     Ok(AllRequest {
         limits,
         now,
@@ -258,8 +340,9 @@ fn keyword(option: &[u8]) -> Option<&'static str> {
     let names: &[&'static str] = match option.len() {
         3 => &["NOW"],
         4 => &["COST", "PEEK"],
-        5 => &["RESET", "BURST", "LEASE"],
-        6 => &["REFUND"],
+        5 => &["RESET", "BURST", "LEASE", "BLOCK"],
+        6 => &["REFUND", "EXTEND", "IMPOSE"],
+        7 => &["BACKOFF", "STRIKES"],
         _ => &[],
     };
     names

@@ -146,8 +146,25 @@ const MODE: Arg = Arg {
         token(c"peek", c"PEEK"),
         token(c"refund", c"REFUND"),
         token(c"reset", c"RESET"),
+        token(c"impose", c"IMPOSE"),
     ],
     ..arg(c"mode", ArgType::OneOf)
+};
+
+/// `BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES]`.
+const BLOCK: Arg = Arg {
+    token: Some(c"BLOCK"),
+    optional: true,
+    subargs: &[
+        arg(c"duration", ArgType::String),
+        Arg {
+            optional: true,
+            subargs: &[token(c"extend", c"EXTEND"), keyed(c"max", c"BACKOFF")],
+            ..arg(c"growth", ArgType::OneOf)
+        },
+        option(c"strikes", c"STRIKES", ArgType::PureToken),
+    ],
+    ..arg(c"block", ArgType::Block)
 };
 
 const LIMITER_ARGS: &[Arg] = &[
@@ -155,6 +172,7 @@ const LIMITER_ARGS: &[Arg] = &[
     arg(c"limit", ArgType::Integer),
     arg(c"window", ArgType::String),
     option(c"cost", c"COST", ArgType::Integer),
+    BLOCK,
     option(c"now", c"NOW", ArgType::UnixTime),
     MODE,
 ];
@@ -165,6 +183,7 @@ const GCRA_ARGS: &[Arg] = &[
     arg(c"window", ArgType::String),
     option(c"burst", c"BURST", ArgType::Integer),
     option(c"cost", c"COST", ArgType::Integer),
+    BLOCK,
     option(c"now", c"NOW", ArgType::UnixTime),
     MODE,
 ];
@@ -335,6 +354,7 @@ pub static COMMANDS: [Command; 10] = [
                         arg(c"window", ArgType::String),
                         option(c"burst", c"BURST", ArgType::Integer),
                         option(c"cost", c"COST", ArgType::Integer),
+                        BLOCK,
                     ],
                     ..arg(c"limits", ArgType::Block)
                 },

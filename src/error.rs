@@ -36,8 +36,28 @@ pub enum Error {
     #[error("ERR syntax error: {0} needs a value")]
     MissingValue(&'static str),
 
-    #[error("ERR syntax error: PEEK, REFUND and RESET exclude each other")]
+    #[error("ERR syntax error: PEEK, REFUND, RESET and IMPOSE exclude each other")]
     ConflictingModes,
+
+    #[error(
+        "ERR {name} must be a positive duration such as 60, 60s or 1500ms, at most {max_ms}ms"
+    )]
+    BadDuration { name: &'static str, max_ms: u64 },
+
+    #[error("ERR BACKOFF must be a duration no shorter than BLOCK's")]
+    BadBackoff,
+
+    #[error("ERR syntax error: {0} needs BLOCK")]
+    NeedsBlock(&'static str),
+
+    #[error("ERR syntax error: EXTEND and BACKOFF exclude each other")]
+    ExtendAndBackoff,
+
+    #[error("ERR {0} does not take BLOCK: {1}")]
+    BlockNotTaken(&'static str, &'static str),
+
+    #[error("ERR limiter key '{0}' does not hold a block (unix microseconds, or unix microseconds:strikes)")]
+    NotABlock(String),
 
     #[error("ERR RL.ALL needs a number of limits from 1 to {0}")]
     BadLimitCount(u64),

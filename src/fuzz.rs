@@ -252,6 +252,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 cost: if rng.gen() { 1 } else { amount(&mut rng) },
                 burst: ((a.accepts_burst() || throttle) && rng.gen()).then(|| amount(&mut rng)),
                 renew_only: rng.gen_bool(0.2),
+                block: None,
             };
             if a.check(&spec).is_err() {
                 continue;

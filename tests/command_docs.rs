@@ -171,18 +171,38 @@ fn command_docs_describe_every_rl_command() {
             arg("limit", "integer", None, false),
             arg("window", "string", None, false),
             arg("cost", "integer", Some("COST"), true),
+            arg("block", "block", Some("BLOCK"), true),
             arg("now", "unix-time", Some("NOW"), true),
             arg("mode", "oneof", None, true),
         ]
     );
-    let modes: Vec<_> = fixed[5]
+    // BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES].
+    let block: Vec<_> = fixed[4].args.iter().map(shape).collect();
+    assert_eq!(
+        block,
+        [
+            arg("duration", "string", None, false),
+            arg("growth", "oneof", None, true),
+            arg("strikes", "pure-token", Some("STRIKES"), true),
+        ]
+    );
+    let growth: Vec<_> = fixed[4].args[1].args.iter().map(shape).collect();
+    assert_eq!(
+        growth,
+        [
+            arg("extend", "pure-token", Some("EXTEND"), false),
+            arg("max", "string", Some("BACKOFF"), false),
+        ]
+    );
+    let modes: Vec<_> = fixed[6]
         .args
         .iter()
         .map(|m| (m.kind.clone(), m.token.clone()))
         .collect();
     assert_eq!(
         modes,
-        ["PEEK", "REFUND", "RESET"].map(|t| ("pure-token".to_string(), Some(t.to_string())))
+        ["PEEK", "REFUND", "RESET", "IMPOSE"]
+            .map(|t| ("pure-token".to_string(), Some(t.to_string())))
     );
     // The other window limiters take the same arguments.
     for name in ["rl.slidelog", "rl.slidecount"] {
@@ -197,7 +217,11 @@ fn command_docs_describe_every_rl_command() {
         gcra.contains(&arg("burst", "integer", Some("BURST"), true)),
         "{gcra:?}"
     );
-    assert_eq!(gcra.len(), 7);
+    assert!(
+        gcra.contains(&arg("block", "block", Some("BLOCK"), true)),
+        "{gcra:?}"
+    );
+    assert_eq!(gcra.len(), 8);
 
     let all = args(&docs(c, "rl.all")["arguments"]);
     assert_eq!(shape(&all[0]), arg("numlimits", "integer", None, false));
@@ -217,6 +241,7 @@ fn command_docs_describe_every_rl_command() {
             arg("window", "string", None, false),
             arg("burst", "integer", Some("BURST"), true),
             arg("cost", "integer", Some("COST"), true),
+            arg("block", "block", Some("BLOCK"), true),
         ]
     );
     let algos: Vec<_> = all[1].args[0]
@@ -424,11 +449,11 @@ fn redis_cli_shows_argument_hints_from_the_docs() {
     wait_for(&prompt);
     stdin.write_all(b"RL.FIXED ").unwrap();
     stdin.flush().unwrap();
-    wait_for("RL.FIXED key limit window [COST cost] [NOW now] [PEEK|REFUND|RESET]");
+    wait_for("RL.FIXED key limit window [COST cost] [BLOCK duration [EXTEND|BACKOFF max] [STRIKES]] [NOW now] [PEEK|REFUND|RESET|IMPOSE]");
     // Clear the line (Ctrl-U) and ask about RL.GCRA and RL.ALL.
     stdin.write_all(b"\x15RL.GCRA ").unwrap();
     stdin.flush().unwrap();
-    wait_for("RL.GCRA key limit window [BURST burst] [COST cost] [NOW now]");
+    wait_for("RL.GCRA key limit window [BURST burst] [COST cost] [BLOCK duration");
     stdin.write_all(b"\x15RL.ALL ").unwrap();
     stdin.flush().unwrap();
     wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");

@@ -314,7 +314,8 @@ fn admission_boundary_is_exact_to_the_microsecond() {
     rl(&mut c, &format!("RL.GCRA b 10 1 BURST 3 COST 3 NOW {T0}"));
     let at = |t: u64| format!("RL.GCRA b 10 1 BURST 3 NOW {t} PEEK");
     assert_eq!(rl(&mut c, &at(T0 + 99_999)), (0, 0, 1, 201));
-    assert_eq!(rl(&mut c, &at(T0 + 100_000)), (1, 0, 0, 300));
+    // The TAT is 200 ms ahead: the PEEK's reset is the state's, not its unit's.
+    assert_eq!(rl(&mut c, &at(T0 + 100_000)), (1, 0, 0, 200));
     // 3/s, burst 1: the TAT walks the exact thirds rounded up (T0 + 333,334 µs, then
     // + 666,667, + 1,000,000: no drift). Steps of 333,333 and 333,334 µs alternate
     // against a tolerance of 333,334 µs, so a request may pass up to 1 µs before the
@@ -375,7 +376,7 @@ fn peek_writes_nothing() {
     // On an absent key: the decision, but no key.
     assert_eq!(
         rl(&mut c, &format!("RL.GCRA p 10 1 BURST 3 NOW {T0} PEEK")),
-        (1, 2, 0, 100)
+        (1, 2, 0, 0)
     );
     assert!(!exists(&mut c, "p"));
 
@@ -391,9 +392,14 @@ fn peek_writes_nothing() {
             "call {call}: PEEK changed the keyspace"
         );
         assert_eq!(peeked_again, peeked);
-        // PEEK answered what the real call then does.
+        // PEEK answered what the real call then does; its reset is the TAT's lead
+        // before the call, the spend's after it (one interval more when admitted).
+        let tat: u64 = get(&mut c, "p").and_then(|t| t.parse().ok()).unwrap_or(0);
         let real = rl(&mut c, &format!("RL.GCRA p 10 1 BURST 3 NOW {now}"));
-        assert_eq!(peeked, real, "call {call}");
+        let lead_ms = tat.saturating_sub(now).div_ceil(1000) as i64;
+        assert_eq!(peeked, (real.0, real.1, real.2, lead_ms), "call {call}");
+        let spent = if real.0 == 1 { 100 } else { 0 };
+        assert_eq!(real.3, lead_ms + spent, "call {call}");
     }
     // The last two were a denial (full at T0) and an admission (100 ms later); the
     // TAT is now 400 ms after T0.

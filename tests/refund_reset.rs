@@ -168,9 +168,9 @@ fn slidelog_refund_removes_exactly_the_newest_entries_in_the_window() {
     }
     let later = T0 + w + 5;
     let r = rl(c, &line(5, later, "REFUND"));
-    // An empty window, as a PEEK of 5 sees it (it would admit, and the 5 would
-    // last a window).
-    assert_eq!(r, (1, 5, 0, 10_000));
+    // An empty window, as a PEEK of 5 sees it: it would admit, and nothing is spent
+    // (the entries still stored are out of the window).
+    assert_eq!(r, (1, 5, 0, 0));
     assert_eq!(scores(c, key), [T0, T0, T0 + 5]);
     // Nothing left in the window: a refund writes nothing.
     let before = snapshot(c);
@@ -184,7 +184,7 @@ fn slidelog_refund_removes_exactly_the_newest_entries_in_the_window() {
     // (That spend trimmed the entries that had left the window.)
     assert_eq!(scores(c, key), [later + 1; 3]);
     let r = rl(c, &line(7, later + 2, "REFUND"));
-    assert_eq!(r, (1, 3, 0, 10_000), "a PEEK of 7 on an empty log of 10");
+    assert_eq!(r, (1, 3, 0, 0), "a PEEK of 7 on an empty log of 10");
     assert!(scores(c, key).is_empty());
     // Once only a refunded log's entries were in it, the key goes with the last one.
     let fresh = "rr:log2";
@@ -229,7 +229,7 @@ fn refund_and_reset_on_nothing_write_nothing_and_never_go_below_empty() {
     let fixed_key = format!("rr:c:{}", T0 / 1_000_000);
     rl(c, &format!("RL.FIXED rr:c 5 10 COST 2 NOW {T0}"));
     let r = rl(c, &format!("RL.FIXED rr:c 5 10 COST 5 NOW {T0} REFUND"));
-    assert_eq!(r, (1, 0, 0, 10_000), "a PEEK of 5 on an empty window");
+    assert_eq!(r, (1, 0, 0, 0), "a PEEK of 5 on an empty window");
     assert_eq!(get(c, &fixed_key).as_deref(), Some("0"));
     let before = snapshot(c);
     for cost in [1, 4] {
@@ -271,7 +271,7 @@ fn refund_and_reset_on_nothing_write_nothing_and_never_go_below_empty() {
         c,
         &format!("RL.GCRA rr:d 5 10 COST 4 NOW {} REFUND", T0 + 1_000_000),
     );
-    assert_eq!(r, (1, 1, 0, 8_000), "a PEEK of 4 on an empty GCRA");
+    assert_eq!(r, (1, 1, 0, 0), "a PEEK of 4 on an empty GCRA");
     assert!(!exists(c, "rr:d"));
     // A TAT already passed by NOW (still stored: the server clock has not reached it)
     // is not touched by a refund.
@@ -525,4 +525,98 @@ fn refund_and_reset_fire_decrby_zrem_and_del() {
     );
     // On keys that are gone: no event.
     check(format!("RL.GCRA rn:gcra 5 10 NOW {T0} RESET"), vec![], 10);
+}
+
+// ---------------------------------------------------------------------------------
+// A PEEK's reset is the state's own
+
+/// After PEEK, REFUND and RESET, `reset_after_ms` is when the stored state is back to
+/// its full budget, the peeked units not counted: 0 on an empty limiter, and what the
+/// last spend reported (less the time since) whatever the peeked cost.
+#[test]
+fn peek_refund_and_reset_report_the_states_own_reset() {
+    let s = Server::start();
+    let c = &mut s.conn();
+    for (cmd, args) in [
+        ("RL.FIXED", "5 10"),
+        ("RL.SLIDECOUNT", "5 10"),
+        ("RL.SLIDELOG", "5 10"),
+        ("RL.GCRA", "5 10"),
+        ("RL.GCRA", "5 10 BURST 2"),
+    ] {
+        let key = format!("own:{cmd}:{}", args.len());
+        let line = |cost: u64, now: u64, mode: &str| {
+            format!("{cmd} {key} {args} COST {cost} NOW {now} {mode}")
+        };
+        for cost in [1, 2, 6] {
+            let r = rl(c, &line(cost, T0, "PEEK"));
+            assert_eq!(r.3, 0, "{cmd} {args}: PEEK {cost} of an empty limiter");
+        }
+        let spent = rl(c, &line(2, T0, ""));
+        assert_eq!(spent.0, 1, "{cmd} {args}");
+        let later = T0 + 1_500_000;
+        let own = spent.3 - 1_500;
+        for cost in [1, 2, 6] {
+            let r = rl(c, &line(cost, later, "PEEK"));
+            assert_eq!(r.3, own, "{cmd} {args}: PEEK {cost} after a spend of 2");
+        }
+        // A refund of one of the two units: the other is still spent.
+        let r = rl(c, &line(1, later, "REFUND"));
+        assert!(r.3 > 0, "{cmd} {args}: REFUND 1 of 2: {r:?}");
+        assert_eq!(rl(c, &line(1, later, "RESET")).3, 0, "{cmd} {args}: RESET");
+        assert_eq!(rl(c, &line(3, later, "PEEK")).3, 0, "{cmd} {args}: reset");
+    }
+
+    // RL.ALL: each entry and the aggregate are the states' own.
+    let all = |c: &mut Connection, mode: &str, now: u64| {
+        let v: redis::Value = redis::cmd("RL.ALL")
+            .arg(2)
+            .arg("FIXED")
+            .arg("own:all:f")
+            .arg(5)
+            .arg(10)
+            .arg("GCRA")
+            .arg("own:all:g")
+            .arg(5)
+            .arg(10)
+            .arg("COST")
+            .arg(2)
+            .arg("NOW")
+            .arg(now)
+            .arg(mode)
+            .query(c)
+            .unwrap();
+        let redis::Value::Array(parts) = v else {
+            panic!("{v:?}")
+        };
+        let int = |v: &redis::Value| match v {
+            redis::Value::Int(n) => *n,
+            other => panic!("{other:?}"),
+        };
+        let redis::Value::Array(each) = &parts[4] else {
+            panic!("{parts:?}")
+        };
+        let resets: Vec<i64> = each
+            .iter()
+            .map(|e| match e {
+                redis::Value::Array(e) => int(&e[3]),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        (int(&parts[3]), resets)
+    };
+    assert_eq!(all(c, "PEEK", T0), (0, vec![0, 0]));
+    rl(c, &format!("RL.FIXED own:all:f 5 10 NOW {T0}"));
+    // The window ends 10 s after T0; the TAT is empty: the GCRA's own reset is 0.
+    assert_eq!(all(c, "PEEK", T0 + 1_500_000), (8_500, vec![8_500, 0]));
+    assert_eq!(all(c, "RESET", T0 + 1_500_000), (0, vec![0, 0]));
+
+    // RL.CONCURRENCY: until the last lease held expires; none held: 0.
+    let lease = |c: &mut Connection, op: &str, now: u64| {
+        rl(c, &format!("RL.CONCURRENCY own:l 3 10 {op} NOW {now}"))
+    };
+    assert_eq!(lease(c, "PEEK", T0), (1, 2, 0, 0));
+    assert_eq!(lease(c, "ACQUIRE a", T0).3, 10_000);
+    assert_eq!(lease(c, "PEEK", T0 + 1_500_000), (1, 1, 0, 8_500));
+    assert_eq!(lease(c, "RELEASE a", T0 + 1_500_000), (1, 2, 0, 0));
 }

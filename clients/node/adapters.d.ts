@@ -56,18 +56,27 @@ export function redisRlStore(options: AdapterOptions & { nameSpace?: string }): 
 export class RateLimiterRedisRl {
   constructor(options: Omit<AdapterOptions, 'client'> & {
     storeClient: unknown; points: number; duration: number; keyPrefix?: string; insuranceLimiter?: unknown;
+    blockDuration?: number; execEvenly?: boolean; execEvenlyMinDelayMs?: number;
+    inMemoryBlockOnConsumed?: number; inMemoryBlockDuration?: number;
+    rejectIfRedisNotReady?: boolean; useRedisPackage?: boolean;
   });
   readonly points: number;
   readonly keyPrefix: string;
   readonly shadowDenials: number;
-  consume(key: string | number, points?: number, options?: object): Promise<unknown>;
+  consume(key: string | number, points?: number | string, options?: object): Promise<unknown>;
   get(key: string | number, options?: object): Promise<unknown>;
   delete(key: string | number, options?: object): Promise<boolean>;
   reward(key: string | number, points?: number, options?: object): Promise<unknown>;
   penalty(key: string | number, points?: number, options?: object): Promise<unknown>;
+  set(key: string | number, points: number, secDuration?: number, options?: object): Promise<unknown>;
+  block(key: string | number, secDuration: number, options?: object): Promise<unknown>;
+  deleteInMemoryBlockedAll(): void;
 }
+
+/** A caller's mistake (points '1.5', a bad option): rejected to the caller, never to the insuranceLimiter. */
+export class RateLimiterArgumentError extends TypeError {}
 
 export class RateLimiterUnionRl {
   constructor(...limiters: RateLimiterRedisRl[]);
-  consume(key: string | number, points?: number): Promise<Record<string, unknown>>;
+  consume(key: string | number, points?: number | string): Promise<Record<string, unknown>>;
 }

@@ -14,6 +14,11 @@ export interface Limit {
   /** GCRA only: how many may arrive at once (default: limit). */
   burst?: number;
   /**
+   * The penalty box (the module's BLOCK): a denied spending call blocks the identity for
+   * this duration (as a window), or `{ duration, extend, backoff, strikes }`.
+   */
+  block?: number | string | { duration: number | string; extend?: boolean; backoff?: number | string; strikes?: boolean };
+  /**
    * The Redis key, or a function from identity to key. Default `rl:{<identity>}:<name>`:
    * the hash tag keeps all limits of one identity in one cluster slot.
    */
@@ -22,7 +27,7 @@ export interface Limit {
 
 export interface CallOptions {
   /** Units this request spends: one number for every limit, or per limit name (default 1). */
-  cost?: number | Record<string, number>;
+  cost?: number | string | Record<string, number | string>;
   /** Decide at this unix time in milliseconds (sent as NOW in µs) instead of the server clock. */
   now?: number;
   /** The lease id for a concurrency limit among the limits (RL.ALL … LEASE id). */
@@ -149,3 +154,14 @@ export function nodeRedisOptions<T extends object>(overrides?: T): T & Record<st
 export function ioredisOptions<T extends object>(overrides?: T): T & Record<string, unknown>;
 export function ioredisClusterOptions<T extends object>(overrides?: T): T & Record<string, unknown>;
 export class TimeoutError extends Error {}
+
+/** A limit, cost or lease the module would refuse: thrown by the kit, never sent to the failure policy. */
+export class RateLimitConfigError extends TypeError {}
+
+/** An error reply that is the caller's to fix (a bad argument, the module not loaded, an ACL): raised, not sent to the failure policy. */
+export class RedisCommandError extends Error {
+  command: string;
+}
+
+/** Throws RateLimitConfigError on a limit the module would refuse (call it at startup). */
+export function validateLimits(limits: Limit | Limit[]): void;

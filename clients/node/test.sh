@@ -21,15 +21,24 @@ fi
 command -v "${RL_SERVER:-redis-server}" >/dev/null || { echo "clients/node: ${RL_SERVER:-redis-server} not found" >&2; exit 1; }
 command -v redis-cli >/dev/null || { echo "clients/node: redis-cli not found (redis-tools)" >&2; exit 1; }
 
+# The CommonJS build (dist/cjs/) from the ESM source, as `npm pack` makes it.
+node scripts/build-cjs.mjs
+
 # A hung test fails after 60 s instead of holding the run.
 status=0
-node --test --test-reporter=spec --test-timeout=60000 test/*.test.js || status=$?
+node --test --test-reporter=spec --test-timeout=60000 $(ls test/*.test.js | grep -v test/package.test.js) || status=$?
+
+# The packed tarball in a fresh app: npm pack and installs take longer than a test.
+node --test --test-reporter=spec --test-timeout=300000 test/package.test.js || status=$?
+
+# rate-limiter-flexible's own tests against the adapter (about 45 s).
+node upstream/rate-limiter-flexible/run.mjs || status=1
 
 # express-rate-limit 8 and 7's own tests against RedisRlStore (about 90 s; the first run
 # installs their test dependencies into .tools/upstream-node). RL_UPSTREAM=0 skips them.
 if [ "${RL_UPSTREAM:-1}" != 0 ]; then
   node upstream/run.mjs express-rate-limit-8 express-rate-limit-7 || status=1
 else
-  echo "clients/node: upstream suites skipped (RL_UPSTREAM=0)"
+  echo "clients/node: the express-rate-limit upstream suites skipped (RL_UPSTREAM=0)"
 fi
 exit $status

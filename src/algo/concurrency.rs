@@ -58,6 +58,12 @@ pub fn decide(
     (decision, allowed.then_some(until))
 }
 
+/// Milliseconds until the last live lease of `leases` expires (0: none held).
+pub fn own_reset_ms(leases: &(impl Log + ?Sized), now: u64) -> u64 {
+    let last = leases.newest().and_then(|t| u64::try_from(t).ok());
+    last.map_or(0, |t| ceil_ms(u128::from(t.saturating_sub(now))))
+}
+
 /// RL.CONCURRENCY: leases in a sorted set at the key.
 pub struct Concurrency;
 
@@ -91,6 +97,15 @@ impl Algorithm for Concurrency {
 
     fn uses_member(&self) -> bool {
         true
+    }
+
+    /// A denial here means work in flight, not an offence; and a block would refuse
+    /// the heartbeats and releases of work already running.
+    fn check_block(&self) -> Result<()> {
+        Err(Error::BlockNotTaken(
+            "CONCURRENCY",
+            "a lease is work in flight, not an offence",
+        ))
     }
 
     /// A lease is one slot: COST has no meaning here.
@@ -146,6 +161,11 @@ impl Algorithm for Concurrency {
         Verdict { decision, writes }
     }
 
+    /// Until the last lease held expires: a new lease is not counted.
+    fn own_reset_ms(&self, stored: &[Stored], _spec: &Spec, now: u64) -> u64 {
+        own_reset_ms(leases(stored), now)
+    }
+
     /// RELEASE: the lease goes; the key then expires with the last one left.
     fn refund(&self, stored: &[Stored], _spec: &Spec, now: u64) -> Result<Writes> {
         let leases = leases(stored);
@@ -173,6 +193,9 @@ impl Algorithm for Concurrency {
         let mut operation: Option<(Mode, Option<usize>)> = None;
         let mut at = 2;
         while let Some(word) = args.get(at) {
+            if word.eq_ignore_ascii_case(b"BLOCK") {
+                self.check_block()?;
+            }
             let name = ["ACQUIRE", "RELEASE", "HEARTBEAT", "PEEK", "RESET", "NOW"]
                 .into_iter()
                 .find(|n| word.eq_ignore_ascii_case(n.as_bytes()))

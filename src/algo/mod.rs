@@ -4,6 +4,7 @@
 //! and writes back what the decision says. That keeps every rule testable exhaustively
 //! and quickly, without a server.
 
+pub mod block;
 pub mod concurrency;
 pub mod fixed;
 pub mod gcra;
@@ -71,6 +72,8 @@ pub struct Spec {
     /// Spend only by renewing what the call's member already holds (CONCURRENCY's
     /// HEARTBEAT): never take a new slot.
     pub renew_only: bool,
+    /// `BLOCK …`: a denial puts the limiter in the penalty box.
+    pub block: Option<block::Block>,
 }
 
 impl Spec {
@@ -81,6 +84,7 @@ impl Spec {
             cost: 1,
             burst: None,
             renew_only: false,
+            block: None,
         }
     }
 }
@@ -96,6 +100,8 @@ pub enum Mode {
     Refund,
     /// Clear the state, then decide as a PEEK.
     Reset,
+    /// Start the call's BLOCK now, whatever the limiter says.
+    Impose,
 }
 
 /// Where a limiter keeps one piece of its state: the key it was given, or
@@ -104,6 +110,8 @@ pub enum Mode {
 pub enum KeyName {
     Base,
     Derived(u64),
+    /// `<key>:block`, for a call with BLOCK.
+    Block,
 }
 
 /// What a key holds.
@@ -178,6 +186,14 @@ pub enum Write {
     SetMember { key: usize, score: u64 },
     /// ZREM of the call's member.
     RemoveMember { key: usize },
+    /// SET the block key to `held` (its count when `counted`), expiring `ttl_ms`
+    /// from the server's now.
+    SetBlock {
+        key: usize,
+        held: block::Held,
+        counted: bool,
+        ttl_ms: u64,
+    },
 }
 
 impl Write {
@@ -193,7 +209,8 @@ impl Write {
             | Write::RemoveNewest { key, .. }
             | Write::Delete { key }
             | Write::SetMember { key, .. }
-            | Write::RemoveMember { key } => key,
+            | Write::RemoveMember { key }
+            | Write::SetBlock { key, .. } => key,
         }
     }
 }
@@ -286,6 +303,11 @@ pub trait Algorithm: Sync {
         Ok(())
     }
 
+    /// Whether a limit of this algorithm may take `BLOCK` (else the error why not).
+    fn check_block(&self) -> Result<()> {
+        Ok(())
+    }
+
     fn keys(&self, spec: &Spec, now: u64) -> Keys;
 
     /// The decision on the state `stored` (one entry per key of `keys`), with the
@@ -295,6 +317,14 @@ pub trait Algorithm: Sync {
 
     /// The writes that give `spec.cost` back.
     fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes>;
+
+    /// `reset_after_ms` of the state as stored, nothing spent: what PEEK, REFUND and
+    /// RESET report, where `decide` counts the request it would admit. For a limiter
+    /// whose units are counted, that is the decision on a request of no units.
+    fn own_reset_ms(&self, stored: &[Stored], spec: &Spec, now: u64) -> u64 {
+        let nothing = Spec { cost: 0, ..*spec };
+        self.decide(stored, &nothing, now).decision.reset_after_ms
+    }
 }
 
 /// RL.ALL's first four integers from the per-limit decisions: admitted only if
@@ -374,5 +404,85 @@ mod tests {
         assert_eq!(one_denies, d(false, 0, 300, 400));
         let never = aggregate(&[d(false, 0, 300, 400), d(false, 3, -1, 0), d(true, 1, 0, 10)]);
         assert_eq!(never, d(false, 0, -1, 400));
+    }
+}
+
+/// A PEEK's `reset_after_ms` is the state's own: 0 on an empty limiter, and what the
+/// last spend reported when nothing happened since, whatever the peeked cost.
+#[cfg(test)]
+mod own_reset {
+    use super::slidelog::tests::VecLog;
+    use super::*;
+
+    const T0: u64 = 1_764_480_000_000_000; // a multiple of every window here
+    const AT: u64 = T0 + 1_500_000;
+
+    fn spec(cost: u64) -> Spec {
+        Spec {
+            cost,
+            ..Spec::new(10, Window::TEN_SECONDS)
+        }
+    }
+
+    /// Counter algorithms: the reset a spend of 3 reports on an empty state, and the
+    /// one a later PEEK of `cost` reports on what that spend stored.
+    fn counter(a: &dyn Algorithm, stored_after: &[Stored]) {
+        let empty = [Stored::Integer(None), Stored::Integer(None)];
+        for cost in [1, 4, 10, 11] {
+            assert_eq!(a.own_reset_ms(&empty, &spec(cost), AT), 0, "{}", a.name());
+        }
+        let spent = a.decide(&empty, &spec(3), AT).decision.reset_after_ms;
+        assert!(spent > 0, "{}", a.name());
+        for cost in [1, 4, 10, 11] {
+            assert_eq!(
+                a.own_reset_ms(stored_after, &spec(cost), AT),
+                spent,
+                "{} PEEK COST {cost}",
+                a.name()
+            );
+        }
+    }
+
+    #[test]
+    fn counters_report_what_is_stored() {
+        let three = [Stored::Integer(Some(3)), Stored::Integer(None)];
+        counter(&fixed::Fixed, &three);
+        counter(&slidecount::SlideCount, &three);
+        // 10 per 10 s: three units put the TAT 3 s ahead.
+        let tat = [Stored::Integer(Some(AT + 3_000_000)), Stored::Integer(None)];
+        counter(&gcra::Gcra, &tat);
+        // The fixed window's own reset is until its end, the peek's cost aside.
+        assert_eq!(fixed::Fixed.own_reset_ms(&three, &spec(1), AT), 8_500);
+    }
+
+    #[test]
+    fn a_log_reports_its_newest_entry() {
+        let a = slidelog::SlideLog;
+        let empty = VecLog(vec![]);
+        assert_eq!(a.own_reset_ms(&[Stored::Log(&empty)], &spec(1), AT), 0);
+        // The peek would admit and report a full window; the state says 8.5 s.
+        let log = VecLog(vec![T0 as i64, T0 as i64]);
+        let stored = [Stored::Log(&log)];
+        assert_eq!(
+            a.decide(&stored, &spec(1), AT).decision.reset_after_ms,
+            10_000
+        );
+        assert_eq!(a.own_reset_ms(&stored, &spec(1), AT), 8_500);
+        assert_eq!(a.own_reset_ms(&stored, &spec(20), AT), 8_500);
+    }
+
+    #[test]
+    fn leases_report_the_last_one_held() {
+        let a = concurrency::Concurrency;
+        let none = VecLog(vec![]);
+        assert_eq!(a.own_reset_ms(&[Stored::Log(&none)], &spec(1), AT), 0);
+        let held = VecLog(vec![(AT + 2_000_000) as i64, (AT + 4_000_001) as i64]);
+        let stored = [Stored::Log(&held)];
+        // An acquire would add a lease expiring a ttl (10 s) from now.
+        assert_eq!(
+            a.decide(&stored, &spec(1), AT).decision.reset_after_ms,
+            10_000
+        );
+        assert_eq!(a.own_reset_ms(&stored, &spec(1), AT), 4_001);
     }
 }

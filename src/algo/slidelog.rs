@@ -69,7 +69,8 @@ pub fn decide(
         log.nth_oldest(must_leave)
             .map_or(-1, |timestamp| retry_ms(gone_after(timestamp)))
     };
-    let newest = match (allowed, log.newest()) {
+    // The newest entry once the request's own are in (a request of no units adds none).
+    let newest = match (allowed && cost > 0, log.newest()) {
         (true, Some(t)) => Some(t.max(now_i64(now))),
         (true, None) => Some(now_i64(now)),
         (false, newest) => newest,

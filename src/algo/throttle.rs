@@ -211,6 +211,12 @@ impl Algorithm for Throttle {
     /// `<max_burst> <count> <period> [<quantity>] [NOW <µs>]`: CL.THROTTLE's
     /// arguments, and a trailing NOW that cannot clash with them.
     fn parse(&self, command: &'static str, args: &[&[u8]]) -> Result<Request> {
+        if args.iter().any(|w| w.eq_ignore_ascii_case(b"BLOCK")) {
+            return Err(Error::BlockNotTaken(
+                "RL.THROTTLE",
+                "it keeps redis-cell's arguments; RL.GCRA takes BLOCK",
+            ));
+        }
         let (positional, now) = match args {
             [rest @ .., word, t] if word.eq_ignore_ascii_case(b"NOW") => {
                 let mut now = None;

@@ -35,8 +35,8 @@ pub struct Call<'a> {
 pub enum Reply {
     /// Whether the call was admitted, and the integers it replies.
     Ints(bool, Ints),
-    /// RL.ALL: the aggregate, then one decision per limit.
-    All(Decision, Vec<Decision>),
+    /// RL.ALL: the aggregate, then each limit's integers.
+    All(Decision, Vec<Ints>),
     Bulk(Vec<u8>),
 }
 
@@ -102,7 +102,9 @@ impl Call<'_> {
     /// commands are not flagged deny-oom so that PEEK, which writes nothing, and
     /// REFUND and RESET, which only free memory, still answer.
     pub fn check_memory(&self, mode: Mode) -> Result<()> {
-        if mode == Mode::Spend && self.flags() & raw::REDISMODULE_CTX_FLAGS_OOM != 0 {
+        if matches!(mode, Mode::Spend | Mode::Impose)
+            && self.flags() & raw::REDISMODULE_CTX_FLAGS_OOM != 0
+        {
             return Err(Error::OutOfMemory);
         }
         Ok(())
@@ -208,10 +210,6 @@ fn reply_ints(ctx: Ctx, ints: &Ints) {
     }
 }
 
-fn reply_decision(ctx: Ctx, d: &Decision) {
-    reply_ints(ctx, &d.ints());
-}
-
 fn reply(ctx: Ctx, result: Result<Reply>) {
     // SAFETY: the reply functions only append to the calling client's reply buffer.
     unsafe {
@@ -228,8 +226,8 @@ fn reply(ctx: Ctx, result: Result<Reply>) {
                     int(ctx, total.retry_after_ms);
                     int(ctx, i64::try_from(total.reset_after_ms).unwrap_or(i64::MAX));
                     array(ctx, each.len() as std::os::raw::c_long);
-                    for d in &each {
-                        reply_decision(ctx, d);
+                    for ints in &each {
+                        reply_ints(ctx, ints);
                     }
                 }
             }

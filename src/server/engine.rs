@@ -17,8 +17,10 @@ use super::effects::{
 };
 use super::key::{lossy, Ctx, Key, Kind, OwnedString, RString};
 use super::log::LogState;
+use crate::algo::block::{self, Held};
 use crate::algo::{
-    Algorithm, Decision, KeyKind, KeyName, KeyUse, Mode, Spec, Stored, Verdict, Write, Writes,
+    ceil_ms, Algorithm, Decision, Ints, KeyKind, KeyName, KeyUse, Mode, Spec, Stored, Verdict,
+    Write, Writes, NO_WRITES,
 };
 use crate::error::{Error, Result};
 use crate::layout::{counter_key_in, decimal, has_hash_tag, key_slot};
@@ -86,10 +88,41 @@ impl Slot {
     }
 }
 
+/// Where the block key is among a limit's keys, for writes.
+const BLOCK_KEY: usize = 2;
+
 /// A limit with its keys open.
 pub struct Loaded<'a> {
     limit: &'a Limit,
     slots: [Option<Slot>; 2],
+    /// `<key>:block`, opened only when the call has BLOCK.
+    block: Option<Slot>,
+    /// What the block key holds (a block that passed included).
+    held: Option<Held>,
+}
+
+/// What one limit answers: its decision, and with `STRIKES` the current block's.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    pub decision: Decision,
+    pub strikes: Option<u64>,
+}
+
+impl Answer {
+    /// The four integers, and the strikes when asked for.
+    pub fn ints(&self, four: Ints) -> Ints {
+        match self.strikes {
+            Some(n) => {
+                let mut all = [0; 5];
+                for (out, v) in all.iter_mut().zip(four.as_slice()) {
+                    *out = *v;
+                }
+                all[4] = i64::try_from(n).unwrap_or(i64::MAX);
+                Ints::new(&all)
+            }
+            None => four,
+        }
+    }
 }
 
 impl Loaded<'_> {
@@ -99,6 +132,28 @@ impl Loaded<'_> {
         Loaded {
             limit,
             slots: [None, None],
+            block: None,
+            held: None,
+        }
+    }
+
+    /// The block that holds at `now`, for a call with BLOCK.
+    fn blocked(&self, now: u64) -> Option<Held> {
+        self.held.filter(|h| self.block.is_some() && h.holds(now))
+    }
+
+    fn answer(&self, decision: Decision, now: u64) -> Answer {
+        let counted = self.limit.spec.block.is_some_and(|b| b.strikes);
+        Answer {
+            decision,
+            strikes: counted.then(|| self.blocked(now).map_or(0, |h| h.strikes)),
+        }
+    }
+
+    fn slot_mut(&mut self, key: usize) -> Option<&mut Slot> {
+        match key {
+            BLOCK_KEY => self.block.as_mut(),
+            k => self.slots.get_mut(k).and_then(Option::as_mut),
         }
     }
 
@@ -120,17 +175,97 @@ impl Loaded<'_> {
         self.limit.algorithm.decide(stored, &self.limit.spec, now)
     }
 
+    /// What PEEK, REFUND and RESET reply: what this request would get now, with the
+    /// state's own reset (the request it would admit not counted).
+    fn peek(&self, now: u64) -> Decision {
+        if let Some(held) = self.blocked(now) {
+            return held.decision(now);
+        }
+        let mut buf = [Stored::Integer(None); 2];
+        let stored = self.stored(&mut buf);
+        let (a, spec) = (self.limit.algorithm, &self.limit.spec);
+        Decision {
+            reset_after_ms: a.own_reset_ms(stored, spec, now),
+            ..a.decide(stored, spec, now).decision
+        }
+    }
+
+    /// The limiter's own keys (not the block key).
     fn slots(&self) -> impl Iterator<Item = &Slot> {
         self.slots.iter().flatten()
     }
+
+    /// DEL of every key of the limiter, then `then`.
+    fn clear(&self, then: Option<Write>) -> Writes {
+        let mut w = NO_WRITES;
+        let keys = (0..self.slots().count()).map(|key| Write::Delete { key });
+        for (out, write) in w.iter_mut().zip(keys.chain(then)) {
+            *out = Some(write);
+        }
+        w
+    }
 }
 
-/// Which keys a call in `mode` may write.
-fn writable(mode: Mode, key: &KeyUse) -> bool {
+/// A block key written to `held`, expiring when the block ends.
+fn set_block(held: Held, block: &block::Block, now: u64) -> Write {
+    Write::SetBlock {
+        key: BLOCK_KEY,
+        held,
+        counted: block.counts(),
+        ttl_ms: ceil_ms(u128::from(held.end.saturating_sub(now))),
+    }
+}
+
+/// What a limit decides in `mode` and the writes that carry it out, as if it were
+/// alone. With BLOCK: a call while blocked is answered from the block alone; a
+/// spending call that is denied, or IMPOSE, starts a block, which clears the limiter's
+/// keys so that the budget is full when it ends.
+fn plan(l: &Loaded, mode: Mode, now: u64) -> (Decision, Result<Writes>) {
+    let Some(b) = l.limit.spec.block else {
+        let verdict = l.decide(now);
+        return (verdict.decision, writes(l, mode, verdict.writes, now));
+    };
+    if let Some(held) = l.blocked(now) {
+        if matches!(mode, Mode::Spend | Mode::Peek | Mode::Refund) {
+            let (decision, after) = block::while_blocked(&b, held, mode, now);
+            let w = [after.map(|h| set_block(h, &b, now)), None, None];
+            return (decision, Ok(w));
+        }
+    }
+    match mode {
+        Mode::Impose => {
+            let held = block::start(&b, now, 0);
+            (
+                held.decision(now),
+                Ok(l.clear(Some(set_block(held, &b, now)))),
+            )
+        }
+        Mode::Spend => {
+            let verdict = l.decide(now);
+            if verdict.decision.allowed {
+                return (verdict.decision, verdict.writes);
+            }
+            let held = block::start(&b, now, 1);
+            (
+                held.decision(now),
+                Ok(l.clear(Some(set_block(held, &b, now)))),
+            )
+        }
+        _ => {
+            let verdict = l.decide(now);
+            (verdict.decision, writes(l, mode, verdict.writes, now))
+        }
+    }
+}
+
+/// Which keys a call in `mode` may write. With BLOCK a spending call may clear every
+/// key of the limiter (a block starts).
+fn writable(mode: Mode, key: &KeyUse, block: bool) -> bool {
     match mode {
         Mode::Peek => false,
-        Mode::Spend | Mode::Refund => key.written,
-        Mode::Reset => true,
+        Mode::Spend => key.written || block,
+        Mode::Refund => key.written,
+        Mode::Reset | Mode::Impose => true,
     }
 }
 
@@ -140,18 +275,28 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
     let a = limit.algorithm;
     a.check(&limit.spec)?;
     let uses = a.keys(&limit.spec, now);
-    let derived = uses
-        .iter()
-        .flatten()
-        .any(|u| matches!(u.name, KeyName::Derived(_)));
+    let blocks = limit.spec.block.is_some();
+    let derived = blocks
+        || uses
+            .iter()
+            .flatten()
+            .any(|u| matches!(u.name, KeyName::Derived(_)));
     let base = super::key::bytes(limit.key);
     // Derived keys must share the base key's slot, which only a hash tag guarantees.
     if derived && call.in_cluster() && !has_hash_tag(base) {
         return Err(Error::NeedsHashTag(lossy(limit.key)));
     }
+    if blocks {
+        a.check_block()?;
+        load_block(call, loaded, mode)?;
+        // While blocked the limiter's own keys are neither read nor written.
+        if loaded.blocked(now).is_some() && !matches!(mode, Mode::Reset | Mode::Impose) {
+            return Ok(());
+        }
+    }
     for (slot, key_use) in loaded.slots.iter_mut().zip(uses) {
         let Some(key_use) = key_use else { continue };
-        let write = writable(mode, &key_use);
+        let write = writable(mode, &key_use, blocks);
         let name = match key_use.name {
             KeyName::Base => Name::Base(limit.key),
             KeyName::Derived(n) => {
@@ -160,6 +305,7 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
                 check_key(call, name.ptr, write)?;
                 Name::Made(name)
             }
+            KeyName::Block => return Err(Error::Internal("an algorithm named the block key")),
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
         let (value, log) = match key_use.kind {
@@ -190,6 +336,35 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
     check_migration(call, loaded)
 }
 
+/// Opens and reads `<key>:block`.
+fn load_block(call: &Call, loaded: &mut Loaded, mode: Mode) -> Result<()> {
+    let base = super::key::bytes(loaded.limit.key);
+    let mut made = base.to_vec();
+    made.extend_from_slice(b":block");
+    let name = OwnedString::new(call.ctx, &made)?;
+    // PEEK and REFUND never write it; a spending call may start or count a block.
+    let write = !matches!(mode, Mode::Peek | Mode::Refund);
+    check_key(call, name.ptr, write)?;
+    let key = Key::open(call.ctx, name.ptr, write)?;
+    let held = key.read_parsed(call.ctx, name.ptr, mode == Mode::Peek, |text| {
+        Held::parse(text).ok_or_else(|| Error::NotABlock(lossy(name.ptr)))
+    })?;
+    loaded.held = held;
+    loaded.block = Some(Slot {
+        name: Name::Made(name),
+        key,
+        key_use: KeyUse {
+            name: KeyName::Block,
+            kind: KeyKind::Integer,
+            written: true,
+        },
+        value: held.map(|h| h.end),
+        log: None,
+        signalled: false,
+    });
+    Ok(())
+}
+
 /// While a slot moves between nodes, Redis sends a call to the importing node as
 /// soon as the base key (which the window counters' limiters never write) is missing
 /// on the old one, before the counters have moved. Deciding there would start from
@@ -201,7 +376,7 @@ fn check_migration(call: &Call, loaded: &Loaded) -> Result<()> {
         loaded.slots().any(|s| {
             let counter = matches!(s.key_use.kind, KeyKind::Integer);
             matches!(s.key_use.name, KeyName::Derived(_)) && counter && s.value.is_none()
-        })
+        }) || loaded.block.as_ref().is_some_and(|b| b.value.is_none())
     };
     if call.in_cluster()
         && missing_counter()
@@ -226,13 +401,14 @@ fn writes(loaded: &Loaded, mode: Mode, spend: Result<Writes>, now: u64) -> Resul
                 .algorithm
                 .refund(stored, &loaded.limit.spec, now)
         }
-        Mode::Reset => {
-            let mut w = crate::algo::NO_WRITES;
-            for (out, key) in w.iter_mut().zip(0..loaded.slots().count()) {
-                *out = Some(Write::Delete { key });
-            }
-            Ok(w)
-        }
+        Mode::Reset => Ok(loaded.clear(
+            loaded
+                .block
+                .as_ref()
+                .map(|_| Write::Delete { key: BLOCK_KEY }),
+        )),
+        // Only a limit without BLOCK gets here: IMPOSE leaves it alone.
+        Mode::Impose => Ok(NO_WRITES),
     }
 }
 
@@ -254,13 +430,12 @@ fn check_write(loaded: &Loaded, write: &Write) -> Result<()> {
 }
 
 /// One limiter command: `RL.<ALGO> <key> ...`.
-pub fn single(call: &Call, limit: &Limit, now: u64, mode: Mode) -> Result<Decision> {
+pub fn single(call: &Call, limit: &Limit, now: u64, mode: Mode) -> Result<Answer> {
     call.check_memory(mode)?;
     let mut loaded = Loaded::new(limit);
     load(call, &mut loaded, mode, now)?;
-    let verdict = loaded.decide(now);
-    let decision = verdict.decision;
-    let w = writes(&loaded, mode, verdict.writes, now)?;
+    let (decision, w) = plan(&loaded, mode, now);
+    let w = w?;
     // A denial writes nothing: most calls under a flood stop here.
     if w.iter().any(Option::is_some) {
         for write in w.iter().flatten() {
@@ -268,38 +443,37 @@ pub fn single(call: &Call, limit: &Limit, now: u64, mode: Mode) -> Result<Decisi
         }
         apply(call, &mut loaded, &w)?;
     }
-    Ok(match mode {
-        Mode::Spend | Mode::Peek => decision,
-        // What a PEEK says now that the state changed.
-        Mode::Refund | Mode::Reset => loaded.decide(now).decision,
-    })
+    let decision = match mode {
+        Mode::Spend => decision,
+        // What a PEEK says, on the state as this call left it.
+        Mode::Peek | Mode::Refund | Mode::Reset | Mode::Impose => loaded.peek(now),
+    };
+    Ok(loaded.answer(decision, now))
 }
 
 /// RL.ALL: every limit decides on its own state; all spend only if all admit.
-pub fn all(
-    call: &Call,
-    limits: &[Limit],
-    now: u64,
-    mode: Mode,
-) -> Result<(Decision, Vec<Decision>)> {
+pub fn all(call: &Call, limits: &[Limit], now: u64, mode: Mode) -> Result<(Decision, Vec<Answer>)> {
     call.check_memory(mode)?;
     let mut loaded: Vec<Loaded> = limits.iter().map(Loaded::new).collect();
     for l in &mut loaded {
         load(call, l, mode, now)?;
     }
     check_distinct(&loaded)?;
-    let verdicts: Vec<Verdict> = loaded.iter().map(|l| l.decide(now)).collect();
-    let decisions: Vec<Decision> = verdicts.iter().map(|v| v.decision).collect();
+    let planned: Vec<(Decision, Result<Writes>)> =
+        loaded.iter().map(|l| plan(l, mode, now)).collect();
+    let decisions: Vec<Decision> = planned.iter().map(|p| p.0).collect();
     let total = crate::algo::aggregate(&decisions);
-    // A denied RL.ALL writes nothing at all, not even the log's trim: none of its
-    // limits is touched by a request that was refused.
-    let mode_for_writes = match mode {
-        Mode::Spend if !total.allowed => Mode::Peek,
-        m => m,
-    };
     let mut plans = Vec::with_capacity(loaded.len());
-    for (l, v) in loaded.iter().zip(verdicts) {
-        let w = writes(l, mode_for_writes, v.writes, now)?;
+    for (l, (decision, w)) in loaded.iter().zip(planned) {
+        // A denied RL.ALL writes nothing, not even the log's trim: none of its limits
+        // is touched by a request that was refused, except a limit with BLOCK that
+        // denied it (its block starts, or counts the strike).
+        let refused = mode == Mode::Spend && !total.allowed;
+        let w = if refused && (decision.allowed || l.limit.spec.block.is_none()) {
+            NO_WRITES
+        } else {
+            w?
+        };
         for write in w.iter().flatten() {
             check_write(l, write)?;
         }
@@ -308,13 +482,22 @@ pub fn all(
     for (l, w) in loaded.iter_mut().zip(&plans) {
         apply(call, l, w)?;
     }
-    match mode {
-        Mode::Spend | Mode::Peek => Ok((total, decisions)),
-        Mode::Refund | Mode::Reset => {
-            let after: Vec<Decision> = loaded.iter().map(|l| l.decide(now).decision).collect();
-            Ok((crate::algo::aggregate(&after), after))
+    let after: Vec<Decision> = match mode {
+        Mode::Spend => decisions,
+        Mode::Peek | Mode::Refund | Mode::Reset | Mode::Impose => {
+            loaded.iter().map(|l| l.peek(now)).collect()
         }
-    }
+    };
+    let total = match mode {
+        Mode::Spend => total,
+        _ => crate::algo::aggregate(&after),
+    };
+    let answers = loaded
+        .iter()
+        .zip(after)
+        .map(|(l, d)| l.answer(d, now))
+        .collect();
+    Ok((total, answers))
 }
 
 /// Two limits writing one key would each decide on the state the other is about to
@@ -322,7 +505,7 @@ pub fn all(
 fn check_distinct(loaded: &[Loaded]) -> Result<()> {
     let names: Vec<&[u8]> = loaded
         .iter()
-        .flat_map(Loaded::slots)
+        .flat_map(|l| l.slots().chain(l.block.as_ref()))
         .map(|s| super::key::bytes(s.name.ptr()))
         .collect();
     for (i, name) in names.iter().enumerate() {
@@ -345,11 +528,14 @@ fn apply(call: &Call, loaded: &mut Loaded, writes: &Writes) -> Result<()> {
     for write in writes.iter().flatten() {
         let key = write.key();
         let slot = loaded
-            .slots
-            .get_mut(key)
-            .and_then(Option::as_mut)
+            .slot_mut(key)
             .ok_or(Error::Internal("a write names no key"))?;
         apply_one(call, slot, write)?;
+        match *write {
+            Write::SetBlock { held, .. } => loaded.held = Some(held),
+            Write::Delete { key: BLOCK_KEY } => loaded.held = None,
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -441,6 +627,21 @@ fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         }
         Write::SetMember { score, .. } => super::log::set_member(call, slot, score)?,
         Write::RemoveMember { .. } => super::log::remove_member(call, slot)?,
+        Write::SetBlock {
+            held,
+            counted,
+            ttl_ms,
+            ..
+        } => {
+            let at = expiry(call, ttl_ms);
+            let text = OwnedString::new(ctx, &held.format(counted))?;
+            slot.key.write_string(super::key::bytes(text.ptr))?;
+            slot.key.expire_at(at)?;
+            slot.value = Some(held.end);
+            replicate_set_pxat(ctx, name, text.ptr, at)?;
+            slot.announce(ctx, Event::String, c"set");
+            slot.announce(ctx, Event::Generic, c"expire");
+        }
     }
     Ok(())
 }

@@ -29,10 +29,11 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
         member: r.member.map(|at| call.arg(at + 2)),
     };
     let now = r.now.unwrap_or_else(|| call.server_now_us());
-    let decision = engine::single(call, &limit, now, r.mode)?;
+    let answer = engine::single(call, &limit, now, r.mode)?;
+    let d = answer.decision;
     Ok(Reply::Ints(
-        decision.allowed,
-        algorithm.reply(&decision, &limit.spec),
+        d.allowed,
+        answer.ints(algorithm.reply(&d, &limit.spec)),
     ))
 }
 
@@ -55,6 +56,7 @@ pub fn all(call: &Call, _command: &'static Command) -> Result<Reply> {
         .collect();
     let now = r.now.unwrap_or_else(|| call.server_now_us());
     let (total, each) = engine::all(call, &limits, now, r.mode)?;
+    let each = each.iter().map(|a| a.ints(a.decision.ints())).collect();
     Ok(Reply::All(total, each))
 }
 

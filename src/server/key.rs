@@ -160,11 +160,22 @@ impl Key {
     /// PEEK is a query, not the limiter's hot path. (The module's own writes are raw
     /// strings, which the key API reads without a change.)
     pub fn read_counter(&self, ctx: Ctx, name: RString, preserve: bool) -> Result<Option<u64>> {
-        let parse = |text: &[u8]| {
+        self.read_parsed(ctx, name, preserve, |text| {
             crate::args::parse_counter(text)
                 .and_then(|n| u64::try_from(n).ok())
                 .ok_or_else(|| Error::NotACounter(lossy(name)))
-        };
+        })
+    }
+
+    /// A string key's value as `parse` reads it, or `None` for an empty key; with
+    /// `preserve`, without changing its encoding (as `read_counter`).
+    pub fn read_parsed<T>(
+        &self,
+        ctx: Ctx,
+        name: RString,
+        preserve: bool,
+        parse: impl Fn(&[u8]) -> Result<T>,
+    ) -> Result<Option<T>> {
         if !preserve || self.kind() != Kind::String {
             let Some(text) = self.read_string()? else {
                 return Ok(None);

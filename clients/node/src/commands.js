@@ -35,24 +35,112 @@ export function windowMs(window) {
 function algorithmWord(limit) {
   const algorithm = String(limit.algorithm).toLowerCase();
   if (!ALGORITHMS.has(algorithm)) {
-    throw new TypeError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, fixed, gcra or concurrency)`);
+    throw new RateLimitConfigError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, fixed, gcra or concurrency)`);
   }
   return algorithm.toUpperCase();
 }
 
+/** A caller's mistake (a limit, cost or lease the module would refuse): raised, never sent to the failure policy. */
+export class RateLimitConfigError extends TypeError {
+  name = 'RateLimitConfigError';
+}
+
+// The module's bounds (src/args.rs): amounts 1..=10^18, windows up to 10 years, RL.SLIDELOG
+// adds at most 1,000 members a call.
+const MAX_AMOUNT = 1e18;
+const MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000;
+const MAX_LOG_COST = 1000;
+const WINDOW_FORMATS = "a number of seconds (60) or a string '60', '60s' or '1500ms', positive, at most 10 years";
+
+const wholeAmount = (n) => Number.isInteger(n) && n >= 1 && n <= MAX_AMOUNT;
+
+/** A whole amount from a number or a string of digits ('5'), else undefined. */
+function amountOf(value) {
+  if (typeof value === 'number') return wholeAmount(value) ? value : undefined;
+  if (typeof value === 'string' && /^\d+$/.test(value.trim())) {
+    const n = Number(value.trim());
+    return wholeAmount(n) ? n : undefined;
+  }
+  return undefined;
+}
+
+/** Throws RateLimitConfigError on a limit the module would refuse, naming what is accepted. */
+export function validateLimit(limit) {
+  if (limit === null || typeof limit !== 'object') throw new RateLimitConfigError(`redis-rl: a limit is an object { algorithm, limit, window }, got ${JSON.stringify(limit)}`);
+  const word = algorithmWord(limit);
+  const name = policyName(limit);
+  if (amountOf(limit.limit) === undefined) {
+    throw new RateLimitConfigError(`redis-rl: limit "${name}": limit must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.limit)}`);
+  }
+  const ms = typeof limit.window === 'number' && !Number.isInteger(limit.window) ? NaN : windowMs(limit.window);
+  if (!(ms >= 1 && ms <= MAX_WINDOW_MS)) {
+    throw new RateLimitConfigError(`redis-rl: limit "${name}": window must be ${WINDOW_FORMATS}; got ${JSON.stringify(limit.window)}`);
+  }
+  if (limit.burst !== undefined) {
+    if (word !== 'GCRA') throw new RateLimitConfigError(`redis-rl: limit "${name}": burst is for algorithm 'gcra' only`);
+    if (amountOf(limit.burst) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": burst must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.burst)}`);
+  }
+  if (limit.block !== undefined) blockArgs(limit);
+  keyFor(limit, 'probe');
+  return limit;
+}
+
+const durationOk = (d) => {
+  const ms = typeof d === 'number' && !Number.isInteger(d) ? NaN : windowMs(d);
+  return ms >= 1 && ms <= MAX_WINDOW_MS;
+};
+
+/**
+ * The limit's penalty box, the module's `BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES]`:
+ * `block` is a duration (as a window) or `{ duration, extend, backoff, strikes }`.
+ */
+function blockArgs(limit) {
+  const name = policyName(limit);
+  const spec = typeof limit.block === 'object' && limit.block !== null ? limit.block : { duration: limit.block };
+  if (algorithmWord(limit) === 'CONCURRENCY') throw new RateLimitConfigError(`redis-rl: concurrency limit "${name}": block is for the rate limiters (a lease is not a misbehaviour)`);
+  if (!durationOk(spec.duration)) throw new RateLimitConfigError(`redis-rl: limit "${name}": block must be a duration, ${WINDOW_FORMATS}; got ${JSON.stringify(spec.duration)}`);
+  const args = ['BLOCK', String(spec.duration)];
+  if (spec.extend && spec.backoff !== undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": block takes extend or backoff, not both`);
+  if (spec.extend) args.push('EXTEND');
+  if (spec.backoff !== undefined) {
+    if (!durationOk(spec.backoff) || windowMs(spec.backoff) < windowMs(spec.duration)) {
+      throw new RateLimitConfigError(`redis-rl: limit "${name}": block backoff (the longest block) must be a duration at least the block's; got ${JSON.stringify(spec.backoff)}`);
+    }
+    args.push('BACKOFF', String(spec.backoff));
+  }
+  if (spec.strikes) args.push('STRIKES');
+  return args;
+}
+
 /** Throws on a limit that could never make a command (for start-up checks). */
 export function assertLimits(limits) {
-  for (const limit of limits) {
-    algorithmWord(limit);
-    keyFor(limit, 'probe');
-  }
+  for (const limit of Array.isArray(limits) ? limits : [limits]) validateLimit(limit);
 }
+
+/** The cost of one limit: a whole number or a string of digits, within the module's bounds. */
+function costOf(limit, cost) {
+  const n = amountOf(cost);
+  if (n === undefined) {
+    throw new RateLimitConfigError(`redis-rl: cost must be a whole number from 1 to 10^18 (or a string of digits, '5'), or an object of such costs by limit name; got ${JSON.stringify(cost)}`);
+  }
+  const word = algorithmWord(limit);
+  if (word === 'SLIDELOG' && n > MAX_LOG_COST) {
+    throw new RateLimitConfigError(`redis-rl: limit "${policyName(limit)}": a slidelog call spends at most ${MAX_LOG_COST} (one log entry each); got cost ${n}: use slidecount, fixed or gcra for large costs`);
+  }
+  if (word === 'CONCURRENCY' && n !== 1) {
+    throw new RateLimitConfigError(`redis-rl: concurrency limit "${policyName(limit)}": a lease is one slot; cost must be 1, got ${n}`);
+  }
+  return n;
+}
+
+const hasLease = (lease) => (typeof lease === 'string' && lease !== '') || (typeof lease === 'number' && Number.isFinite(lease));
 
 // node-redis refuses numbers as arguments, so everything is sent as a string.
 function limitArgs(limit, key, cost) {
   const args = [key, String(limit.limit), String(limit.window)];
   if (limit.burst !== undefined) args.push('BURST', String(limit.burst));
   if (cost !== 1) args.push('COST', String(cost));
+  if (limit.block !== undefined) args.push(...blockArgs(limit));
   return args;
 }
 
@@ -61,8 +149,8 @@ function limitArgs(limit, key, cost) {
 function concurrencyArgs(limit, key, lease, mode) {
   const args = ['RL.CONCURRENCY', key, String(limit.limit), String(limit.window)];
   if (mode === 'PEEK' || mode === 'RESET') return args.concat(mode);
-  if (lease === undefined || lease === null || lease === '') {
-    throw new TypeError(`redis-rl: concurrency limit "${policyName(limit)}" needs a lease id (option lease)`);
+  if (!hasLease(lease)) {
+    throw new RateLimitConfigError(`redis-rl: concurrency limit "${policyName(limit)}" needs a lease id (option lease: a non-empty string), got ${JSON.stringify(lease)}`);
   }
   return args.concat({ REFUND: 'RELEASE', HEARTBEAT: 'HEARTBEAT' }[mode] ?? 'ACQUIRE', String(lease));
 }
@@ -71,10 +159,11 @@ function concurrencyArgs(limit, key, lease, mode) {
  * @param {import('../index.js').Limit[]} limits
  * @param {string[]} keys
  * @param {number[]} costs
- * @param {{nowUs?: number, mode?: 'PEEK' | 'REFUND' | 'RESET' | 'HEARTBEAT', lease?: string}} options
+ * @param {{nowUs?: number, mode?: 'PEEK' | 'REFUND' | 'RESET' | 'HEARTBEAT' | 'IMPOSE', lease?: string}} options
  * @returns {string[]}
  */
 export function buildCommand(limits, keys, costs, { nowUs, mode, lease }) {
+  limits.forEach(validateLimit);
   const now = nowUs !== undefined ? ['NOW', String(nowUs)] : [];
   const concurrent = limits.map((l) => algorithmWord(l) === 'CONCURRENCY');
   if (limits.length === 1 && concurrent[0]) return [...concurrencyArgs(limits[0], keys[0], lease, mode), ...now];
@@ -84,7 +173,7 @@ export function buildCommand(limits, keys, costs, { nowUs, mode, lease }) {
     : ['RL.ALL', String(limits.length),
         ...limits.flatMap((limit, i) => [algorithmWord(limit), ...limitArgs(limit, keys[i], concurrent[i] ? 1 : costs[i])])];
   if (concurrent.some(Boolean)) {
-    if (lease === undefined || lease === null || lease === '') throw new TypeError('redis-rl: a concurrency limit in RL.ALL needs a lease id (option lease)');
+    if (!hasLease(lease)) throw new RateLimitConfigError(`redis-rl: a concurrency limit in RL.ALL needs a lease id (option lease: a non-empty string), got ${JSON.stringify(lease)}`);
     args.push('LEASE', String(lease));
   }
   args.push(...now);
@@ -109,10 +198,15 @@ export function toThrottle(reply) {
   return { allowed: limited === 0, limit, remaining, retryAfter, resetAfter };
 }
 
-/** Costs per limit from a number (every limit) or an object by limit name (missing ones cost 1). */
+/**
+ * Costs per limit from a number or a string of digits (every limit), or an object by
+ * limit name (missing ones cost 1). A concurrency limit always costs its one slot.
+ */
 export function costsFor(limits, cost = 1) {
-  if (typeof cost === 'number') return limits.map(() => cost);
-  return limits.map((limit) => cost[policyName(limit)] ?? 1);
+  if (cost !== null && typeof cost === 'object' && !Array.isArray(cost)) {
+    return limits.map((limit) => costOf(limit, cost[policyName(limit)] ?? 1));
+  }
+  return limits.map((limit) => (algorithmWord(limit) === 'CONCURRENCY' && limits.length > 1 ? 1 : costOf(limit, cost)));
 }
 
 function fromReply(reply) {
@@ -120,13 +214,16 @@ function fromReply(reply) {
     throw new TypeError(`redis-rl: unexpected reply ${JSON.stringify(reply)}`);
   }
   const retry = Number(reply[2]);
-  return {
+  const decision = {
     allowed: Number(reply[0]) === 1,
     remaining: Number(reply[1]),
     // The server's -1 means "never": Infinity keeps comparisons and Math.max right.
     retryAfter: retry < 0 ? Infinity : retry,
     resetAfter: Number(reply[3]),
   };
+  // BLOCK … STRIKES: the denied calls of the current block (RL.ALL's fifth is its list).
+  if (reply.length >= 5 && !Array.isArray(reply[4])) decision.strikes = Number(reply[4]);
+  return decision;
 }
 
 /**

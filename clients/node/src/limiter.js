@@ -1,8 +1,10 @@
 import { adapt } from './clients.js';
-import { buildCommand, costsFor, keyFor, throttleCommand, toDecision, toThrottle } from './commands.js';
+import { buildCommand, costsFor, keyFor, RateLimitConfigError, throttleCommand, toDecision, toThrottle } from './commands.js';
 import { DenyCache } from './deny-cache.js';
 import { rateLimitHeaders } from './headers.js';
 import { rateLimitMiddleware } from './middleware.js';
+
+export { RateLimitConfigError };
 
 export class TimeoutError extends Error {
   name = 'TimeoutError';
@@ -11,12 +13,44 @@ export class TimeoutError extends Error {
 // The clients' own timeouts depend on how the user configured them (and an offline
 // queue can hold a command for as long as reconnecting takes), so every call is also
 // bounded here.
-function withTimeout(promise, ms) {
+export function withTimeout(promise, ms) {
   let timer;
   const expired = new Promise((_, reject) => {
     timer = setTimeout(() => reject(new TimeoutError(`redis-rl: no reply within ${ms} ms`)), ms);
   });
   return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * An error reply that is the caller's to fix (a bad argument, a missing module, a wrong
+ * key type, an ACL): raised to the caller, never sent to the failure policy.
+ */
+export class RedisCommandError extends Error {
+  name = 'RedisCommandError';
+
+  constructor(message, { command, cause }) {
+    super(message, { cause });
+    this.command = command;
+  }
+}
+
+// Replies that mean Redis cannot serve now (loading, a read-only replica, a busy script,
+// out of memory, a cluster in trouble): those are the failure policy's.
+const UNAVAILABLE = /^(LOADING|READONLY|BUSY|OOM|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|NOREPLICAS|MISCONF|MOVED|ASK)\b/;
+
+const REPLY_CLASSES = new Set(['ReplyError', 'ErrorReply', 'SimpleError', 'BlobError']);
+
+/** The caller's error for an error reply, or undefined when it is Redis failing. */
+export function callerError(err, command) {
+  // ioredis: ReplyError; node-redis: SimpleError / BlobError (ErrorReply in older versions).
+  const isReply = err && (err.name === 'ReplyError' || REPLY_CLASSES.has(err.constructor?.name));
+  if (!isReply || UNAVAILABLE.test(err.message)) return undefined;
+  if (/^ERR unknown command/i.test(err.message) && /^'?RL\./i.test(command)) {
+    return new RedisCommandError(`redis-rl: this server does not know ${command}: the redis-rl module is not loaded on it. `
+      + "Load it at startup ('loadmodule /path/to/libredis_rl.so' in redis.conf, or redis-server --loadmodule /path/to/libredis_rl.so) "
+      + `or at run time with MODULE LOAD /path/to/libredis_rl.so. (${err.message})`, { command, cause: err });
+  }
+  return new RedisCommandError(`redis-rl: ${command} was refused: ${err.message}`, { command, cause: err });
 }
 
 const settle = (promise) => promise.then(
@@ -64,6 +98,16 @@ export class RateLimiter {
     if (denyCache) this.#denyCache = new DenyCache(denyCache === true ? {} : denyCache);
   }
 
+  /** The client as the kit drives it: send(cmd), batch(cmds) (for adapters' own commands). */
+  get connection() {
+    return this.#client;
+  }
+
+  /** How long a call may take before it fails with a TimeoutError. */
+  get timeout() {
+    return this.#timeout;
+  }
+
   /** Spends `cost` if every limit admits it. */
   check(limits, identity, options = {}) {
     return this.#one({ ...options, limits, identity });
@@ -77,6 +121,11 @@ export class RateLimiter {
   /** Gives back `cost` units an admitted call spent; replies as `peek`. */
   refund(limits, identity, options = {}) {
     return this.#one({ ...options, limits, identity, mode: 'REFUND' });
+  }
+
+  /** Starts the block of every limit that has `block` now, whatever the limits say (IMPOSE). */
+  impose(limits, identity, options = {}) {
+    return this.#one({ ...options, limits, identity, mode: 'IMPOSE' });
   }
 
   /** Clears the limiters' state; replies as `peek` on an empty limiter. */
@@ -115,6 +164,8 @@ export class RateLimiter {
     try {
       return { ...toThrottle(await withTimeout(this.#client.send({ args, key: String(key) }), this.#timeout)), source: 'redis' };
     } catch (err) {
+      const mistake = callerError(err, 'RL.THROTTLE');
+      if (mistake) throw mistake;
       const d = this.failed(err, { command: 'RL.THROTTLE', keys: [String(key)] });
       return { allowed: d.allowed, limit: 0, remaining: 0, retryAfter: -1, resetAfter: 0, source: 'failure', error: err };
     }
@@ -138,7 +189,11 @@ export class RateLimiter {
     if (scope !== undefined) args.push(String(scope));
     if (prefix6 !== undefined) args.push('PREFIX6', String(prefix6));
     if (now !== undefined || this.#sendNow) args.push('NOW', String(Math.round((now ?? this.clock()) * 1000)));
-    return String(await withTimeout(this.#client.send({ args }), this.#timeout));
+    try {
+      return String(await withTimeout(this.#client.send({ args }), this.#timeout));
+    } catch (err) {
+      throw callerError(err, 'RL.PSEUDONYM') ?? err;
+    }
   }
 
   /** The RateLimit headers for a decision; see headers.js. */
@@ -188,7 +243,7 @@ export class RateLimiter {
       args: buildCommand(list, keys, costs, { nowUs, mode, lease }),
       // A lease can be released any moment by another request: no denial is safe to cache.
       cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency'),
-      signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''}`).join('\n'),
+      signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''} ${JSON.stringify(l.block ?? '')}`).join('\n'),
     };
   }
 
@@ -197,7 +252,7 @@ export class RateLimiter {
     const decisions = new Array(prepared.length);
     const pending = [];
     prepared.forEach((p, i) => {
-      if (p.mode === 'REFUND' || p.mode === 'RESET') {
+      if (p.mode === 'REFUND' || p.mode === 'RESET' || p.mode === 'IMPOSE') {
         this.#denyCache?.forget(p.keys);
       } else if (p.cacheable) {
         decisions[i] = this.#denyCache?.lookup(p.signature, p.costs, p.atMs);
@@ -215,6 +270,10 @@ export class RateLimiter {
       settled = all.status === 'fulfilled' ? all.value : cmds.map(() => all);
     }
 
+    pending.forEach((i, j) => {
+      const mistake = settled[j].status === 'rejected' && callerError(settled[j].reason, prepared[i].args[0]);
+      if (mistake) throw mistake;
+    });
     pending.forEach((i, j) => {
       const p = prepared[i];
       const info = { command: p.args[0], keys: p.keys };

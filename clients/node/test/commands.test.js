@@ -63,6 +63,24 @@ for (const [lib, connect] of Object.entries(standalone)) {
       });
     }
 
+    it('block: a denial starts the module\'s penalty box; blocked calls count strikes; impose and reset', async () => {
+      const boxed = { name: 'boxed', algorithm: 'fixed', limit: 1, window: 10, key: `rl:{box-${lib}}:boxed`, block: { duration: '30s', strikes: true } };
+      assert.equal((await rl.check(boxed, undefined, { now: T })).allowed, true);
+      const denied = await rl.check(boxed, undefined, { now: T + 1000 });
+      assert.deepEqual([denied.allowed, denied.retryAfter, denied.strikes], [false, 30000, 1]);
+      assert.equal(await raw(conn.client, 'EXISTS', `rl:{box-${lib}}:boxed:block`), 1);
+      // Past the window the limit would admit; the block still holds, one more strike.
+      const held = await rl.check(boxed, undefined, { now: T + 15000 });
+      assert.deepEqual([held.allowed, held.retryAfter, held.strikes], [false, 16000, 2]);
+      assert.equal((await rl.reset(boxed, undefined, { now: T + 15000 })).allowed, true);
+      assert.equal(await raw(conn.client, 'EXISTS', `rl:{box-${lib}}:boxed:block`), 0);
+      const imposed = await rl.impose(boxed, undefined, { now: T + 16000 });
+      assert.deepEqual([imposed.allowed, imposed.retryAfter], [false, 30000]);
+      for (const [bad, message] of [[{ ...boxed, block: '5 min' }, /block must be a duration/], [{ ...boxed, block: { duration: 10, backoff: 5 } }, /at least the block's/]]) {
+        await assert.rejects(rl.check(bad, undefined), message);
+      }
+    });
+
     it('RL.GCRA sends BURST', async () => {
       const smooth = { name: 'smooth', algorithm: 'gcra', limit: 10, window: 10, burst: 1, key: `rl:{${lib}}:smooth` };
       assert.equal((await rl.check(smooth, undefined, { now: T })).allowed, true);

@@ -5,7 +5,8 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createClient } from 'redis';
 import Redis from 'ioredis';
-import { createRateLimiter, ioredisOptions, nodeRedisOptions, TimeoutError } from '../index.js';
+import { createRateLimiter, ioredisOptions, nodeRedisOptions, RateLimitConfigError, RedisCommandError, TimeoutError, validateLimits } from '../index.js';
+import { callerError } from '../src/limiter.js';
 import { standalone } from './support/clients.js';
 import { freePort, startServer } from './support/servers.js';
 
@@ -96,6 +97,21 @@ describe('a dead port and a server that never answers', () => {
   }
 });
 
+describe('which error replies are the caller\'s', () => {
+  it('ERR, WRONGTYPE and NOPERM are raised; LOADING, READONLY, BUSY, OOM and a lost connection go to the policy', () => {
+    const reply = (message) => Object.assign(new Error(message), { name: 'ReplyError' });
+    for (const m of ['ERR limit must be a positive integer', 'WRONGTYPE Operation against a key', 'NOPERM this user has no permissions']) {
+      assert.ok(callerError(reply(m), 'RL.FIXED') instanceof RedisCommandError, m);
+    }
+    for (const m of ['LOADING Redis is loading', 'READONLY You can\'t write against a read only replica.', 'BUSY Redis is busy', 'OOM command not allowed', 'CLUSTERDOWN The cluster is down']) {
+      assert.equal(callerError(reply(m), 'RL.FIXED'), undefined, m);
+    }
+    assert.equal(callerError(new Error('Connection is closed.'), 'RL.FIXED'), undefined);
+    assert.equal(callerError(new TimeoutError('no reply'), 'RL.FIXED'), undefined);
+    assert.match(callerError(reply("ERR unknown command 'RL.GCRA', with args beginning with: "), 'RL.GCRA').message, /module is not loaded.*loadmodule/);
+  });
+});
+
 for (const [lib, connect] of Object.entries(standalone)) {
   describe(`${lib}: error replies and a lost connection`, () => {
     let withModule;
@@ -105,32 +121,47 @@ for (const [lib, connect] of Object.entries(standalone)) {
     });
     after(() => Promise.all([withModule?.stop(), without?.stop()]));
 
-    it('the module not loaded: "unknown command" goes through the policy', async () => {
+    it('the module not loaded: "unknown command" is raised with the loadmodule hint, not sent to the policy', async () => {
       const conn = await connect(without.port);
       try {
         for (const failure of ['open', 'closed']) {
           const { rl, reported } = limiter(conn.client, failure);
-          const d = await rl.check(limit, 'someone');
-          assert.equal(d.allowed, failure === 'open');
-          assert.match(d.error.message, /unknown command 'RL\.FIXED'/);
-          assert.equal(reported.length, 1);
-          await assert.rejects(rl.pseudonym('192.0.2.1'), /unknown command 'RL\.PSEUDONYM'/);
+          await assert.rejects(rl.check(limit, 'someone'), (err) => err instanceof RedisCommandError
+            && /does not know RL\.FIXED: the redis-rl module is not loaded/.test(err.message) && /loadmodule/.test(err.message));
+          assert.equal(reported.length, 0);
+          await assert.rejects(rl.pseudonym('192.0.2.1'), /does not know RL\.PSEUDONYM.*loadmodule/);
         }
       } finally {
         await conn.close();
       }
     });
 
-    it('a bad argument: the module\'s error goes through the policy', async () => {
+    it('a bad argument: refused by the kit before Redis (the formats named), never the policy; an error reply that still comes back is raised', async () => {
       const conn = await connect(withModule.port);
       try {
         const { rl, reported } = limiter(conn.client, 'open');
-        const d = await rl.check({ ...limit, limit: 0 }, 'someone');
-        assert.equal(d.allowed, true);
-        assert.equal(d.source, 'failure');
-        assert.match(d.error.message, /^ERR limit must be a positive integer/);
-        assert.equal(reported.length, 1);
-        // And the next good call is decided by Redis again.
+        for (const [bad, message] of [
+          [{ ...limit, limit: 0 }, /limit must be a whole number from 1/],
+          [{ ...limit, limit: 1.5 }, /limit must be a whole number from 1/],
+          [{ ...limit, window: '10 minutes' }, /window must be a number of seconds \(60\) or a string '60', '60s' or '1500ms'/],
+          [{ ...limit, window: 0 }, /window must be/],
+          [{ ...limit, algorithm: 'gcra', burst: 0 }, /burst must be a whole number/],
+          [{ ...limit, burst: 2 }, /burst is for algorithm 'gcra' only/],
+        ]) {
+          await assert.rejects(rl.check(bad, 'someone'), (err) => err instanceof RateLimitConfigError && message.test(err.message));
+          assert.throws(() => validateLimits([bad]), message);
+        }
+        for (const [cost, message] of [['5x', /cost must be a whole number/], [0, /cost must be/], [-1, /cost must be/], [1.5, /cost must be/]]) {
+          await assert.rejects(rl.check(limit, 'someone', { cost }), message);
+        }
+        await assert.rejects(rl.check({ ...limit, algorithm: 'slidelog' }, 'someone', { cost: 1001 }), /at most 1000/);
+        const slot = { algorithm: 'concurrency', limit: 2, window: 30 };
+        await assert.rejects(rl.acquire(slot, 'someone', ''), /needs a lease id/);
+        await assert.rejects(rl.check(slot, 'someone', { cost: 2, lease: 'a' }), /a lease is one slot/);
+        // A string of digits is a cost, not a map by limit name: '5' spends 5.
+        const fresh = { ...limit, name: 'str-cost' };
+        assert.equal((await rl.check(fresh, 'someone', { cost: '2' })).remaining, fresh.limit - 2);
+        assert.equal(reported.length, 0);
         assert.equal((await rl.check(limit, 'someone')).source, 'redis');
       } finally {
         await conn.close();

@@ -79,8 +79,10 @@ describe('rate-limiter-flexible', () => {
     await limiter.consume(id, 2);
     assert.deepEqual([(await limiter.get(id)).consumedPoints, (await limiter.get(id)).remainingPoints], [2, 3]);
     assert.equal((await limiter.reward(id, 1)).consumedPoints, 1);
-    // A penalty past the limit spends what is left; the key is then exhausted.
-    assert.equal((await limiter.penalty(id, 10)).consumedPoints, 5);
+    // A penalty past the limit reports the count as RateLimiterRedis does (1 + 10); the
+    // module spends what is left, so the key is then exhausted.
+    assert.equal((await limiter.penalty(id, 10)).consumedPoints, 11);
+    assert.equal((await limiter.get(id)).remainingPoints, 0);
     assert.equal((await settle(limiter.consume(id))).ok, false);
     assert.equal(await limiter.delete(id), true);
     assert.equal(await limiter.delete(id), false);
@@ -134,14 +136,64 @@ describe('rate-limiter-flexible', () => {
     assert.deepEqual([denied.ok, Object.keys(denied.res), denied.res['ours-min'].msBeforeNext > 0], [false, ['ours-min'], true]);
   });
 
-  it('refused when built: options that count denied requests, custom Lua, a failure option', () => {
+  it('refused when built: custom Lua, node-redis 3, a failure option, a bad duration', () => {
     for (const [opt, message] of [
-      [{ blockDuration: 10 }, /'blockDuration'/], [{ inMemoryBlockOnConsumed: 5 }, /'inMemoryBlockOnConsumed'/],
-      [{ execEvenly: true }, /'execEvenly'/], [{ customIncrTtlLuaScript: 'return 1' }, /loads no scripts/],
-      [{ failure: 'open' }, /insuranceLimiter/], [{ duration: 0 }, /duration must be positive/],
+      [{ customIncrTtlLuaScript: 'return 1' }, /loads no scripts/], [{ useRedis3AndLowerPackage: true }, /node-redis 3/],
+      [{ failure: 'open' }, /insuranceLimiter/], [{ duration: -1 }, /duration must be/],
     ]) {
       assert.throws(() => new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
     }
+  });
+
+  it("points as the library takes them: '5' spends 5, '1.5' and 1.1 are refused before Redis, never sent to the insuranceLimiter", async () => {
+    const insurance = new RateLimiterMemory({ points: 100, duration: 60 });
+    const rl = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 3, duration: 60, keyPrefix: 'pts', insuranceLimiter: insurance });
+    const id = freshId();
+    const denied = await settle(rl.consume(id, '5'));
+    assert.equal(denied.ok, false);
+    assert.equal(denied.res.consumedPoints, 5);
+    // A cost that can never fit: the honest wait is the window, not 0.
+    assert.equal(denied.res.msBeforeNext, 60000);
+    assert.equal((await rl.consume(id, '2')).consumedPoints, 2);
+    for (const bad of ['1.5', 1.1, 'x']) {
+      const r = await settle(rl.consume(id, bad));
+      assert.equal(r.ok, false);
+      assert.match(r.res.message, /not supported by this package/);
+    }
+    assert.equal(await insurance.get(id), null);
+    // The atomic union takes the same points: '2' is 2 on every limiter, '1.5' is refused.
+    const union = new RateLimiterUnionRl(
+      new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 3, duration: 60, keyPrefix: 'u-a' }),
+      new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 60, keyPrefix: 'u-b' }),
+    );
+    const both = await union.consume(id, '2');
+    assert.deepEqual([both['u-a'].remainingPoints, both['u-b'].remainingPoints], [1, 3]);
+    await assert.rejects(union.consume(id, '1.5'), /not supported by this package/);
+  });
+
+  it('blockDuration and block(): denied until the block ends, then the module decides again', async () => {
+    const insurance = new RateLimiterMemory({ points: 1, duration: 60 });
+    const rl = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 60, blockDuration: 120, keyPrefix: 'blk', insuranceLimiter: insurance });
+    // The library copies blockDuration into the insurance limiter, so an outage blocks alike.
+    assert.equal(insurance.blockDuration, 120);
+    const id = freshId();
+    await rl.consume(id);
+    const first = await settle(rl.consume(id));
+    assert.equal(first.ok, false);
+    assert.equal(first.res.msBeforeNext, 120000);
+    const again = await settle(rl.consume(id));
+    assert.ok(again.res.msBeforeNext > 60000, `still blocked: ${again.res.msBeforeNext}`);
+    // The module's own block (BLOCK), not the emulation key.
+    assert.equal(await raw(shared.conn.client, 'EXISTS', `blk:{${id}}:block`), 1);
+    assert.equal(await raw(shared.conn.client, 'EXISTS', `blk:{${id}}:set`), 0);
+    assert.equal(await rl.delete(id), true);
+    assert.equal((await rl.consume(id)).remainingPoints, 0);
+    const other = freshId();
+    await rl.block(other, 30);
+    const blocked = await settle(rl.consume(other));
+    assert.equal(blocked.ok, false);
+    assert.ok(blocked.res.msBeforeNext > 29000 && blocked.res.msBeforeNext <= 30000);
+    assert.equal((await rl.get(other)).consumedPoints, 3);
   });
 
   it('the boundary burst: RateLimiterRedis admits 16, the module\'s sliding windows about half', async (t) => {

@@ -1,128 +1,267 @@
-// redis-rl/rate-limiter-flexible: RateLimiterRedisRl takes RateLimiterRedis's options
-// (storeClient, points, duration, keyPrefix, insuranceLimiter) and answers consume, get,
-// delete, reward and penalty with the module's decision. It extends the library's
-// RateLimiterInsuredAbstract, so RateLimiterUnion, BurstyRateLimiter and
-// RLWrapperBlackAndWhite take it, and a Redis failure goes to `insuranceLimiter` when
-// one is set (else the promise rejects with the error, as RateLimiterRedis does).
+// redis-rl/rate-limiter-flexible: RateLimiterRedisRl takes RateLimiterRedis's options and
+// methods, and the module decides. It extends the library's RateLimiterStoreAbstract, as
+// RateLimiterRedis does, so the library's own code runs on top of the module's numbers:
+// blockDuration, inMemoryBlockOnConsumed / inMemoryBlockDuration, execEvenly (with
+// execEvenlyMinDelayMs), the insuranceLimiter (blockDuration and execEvenly copied into
+// it), and RateLimiterUnion, BurstyRateLimiter and RLWrapperBlackAndWhite around it.
+//
+// What the module does not keep is emulated on one extra key per identity, in the same
+// cluster slot (`<key>:set`): set(), block(), the block that blockDuration starts, and
+// limiters the module cannot express (points < 1, duration 0: a counter that never
+// expires). While that key exists it is the identity's state, counted as
+// RateLimiterRedis counts its key; the module's limit is not spent meanwhile.
 //
 // RateLimiterUnionRl is the atomic union: its limiters are one RL.ALL, all or nothing.
 import { createRequire } from 'node:module';
-import { asHits, limitFor, makeLimiter, tagged, usedBefore } from './core.js';
+import { RateLimitConfigError, RedisCommandError, withTimeout } from '../limiter.js';
+import { limitFor, makeLimiter, tagged, usedBefore } from './core.js';
 
 const WHO = 'redis-rl/rate-limiter-flexible';
 const require = createRequire(import.meta.url);
-const RateLimiterInsuredAbstract = require('rate-limiter-flexible/lib/RateLimiterInsuredAbstract.js');
+const RateLimiterStoreAbstract = require('rate-limiter-flexible/lib/RateLimiterStoreAbstract.js');
 const RateLimiterRes = require('rate-limiter-flexible/lib/RateLimiterRes.js');
 
-// Options of RateLimiterRedis that assume denied requests are counted, or that change
-// the decision outside the store: refused, never silently ignored.
-const REFUSED = {
-  blockDuration: 'blocks a key after it overflows, counting denied requests; redis-rl stores nothing on a denial',
-  inMemoryBlockOnConsumed: 'counts consumed points past the limit; redis-rl never goes past it',
-  inMemoryBlockDuration: 'needs inMemoryBlockOnConsumed',
-  blockOnConsumed: 'counts consumed points past the limit; redis-rl never goes past it',
-  execEvenly: 'delays admitted requests from the fixed window\'s numbers',
-  customIncrTtlLuaScript: 'is a Lua script; redis-rl loads no scripts',
+/** A caller's mistake: raised to the caller, never handed to the insuranceLimiter. */
+export class RateLimiterArgumentError extends TypeError {
+  name = 'RateLimiterArgumentError';
+}
+
+/**
+ * Points as RateLimiterRedis accepts them: an integer, or a string of digits ('5'), with
+ * its messages. Returns the number.
+ */
+export function pointsOf(points) {
+  if (typeof points === 'string') {
+    if (!/^[1-9][0-9]*$/.test(points)) throw new RateLimiterArgumentError('Consuming string different than integer values is not supported by this package');
+    return Number(points);
+  }
+  if (!Number.isInteger(points)) throw new RateLimiterArgumentError('Consuming decimal number of points is not supported by this package');
+  return points;
+}
+
+// rejectIfRedisNotReady's test, as RateLimiterRedis reads each client's readiness.
+const isReady = (client, key) => {
+  if (typeof client.status === 'string') return client.status === 'ready';
+  if (typeof client.isReady === 'function') return client.isReady();
+  if (typeof client.isReady === 'boolean') return client.isReady;
+  if (typeof client._slots?.getClient === 'function') {
+    if (typeof client.isOpen === 'boolean' && !client.isOpen) return false;
+    try {
+      return client._slots.getClient(key, false)?.isReady === true;
+    } catch {
+      return false;
+    }
+  }
+  return true;
 };
 
-export class RateLimiterRedisRl extends RateLimiterInsuredAbstract {
-  #adapter;
+export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
+  #made;
+  #rejectIfNotReady;
+  // Keys whose block the module started in the reply being settled: the library's
+  // _afterConsume then asks to write it, and there is nothing left to write.
+  #justBlocked = new Set();
 
   /**
    * @param {{ storeClient: unknown, points: number, duration: number, keyPrefix?: string,
-   *   insuranceLimiter?: object, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed', burst?: number,
+   *   insuranceLimiter?: object, blockDuration?: number, execEvenly?: boolean, execEvenlyMinDelayMs?: number,
+   *   inMemoryBlockOnConsumed?: number, inMemoryBlockDuration?: number, rejectIfRedisNotReady?: boolean,
+   *   useRedisPackage?: boolean, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed', burst?: number,
    *   shadow?: boolean, onShadow?: Function, onError?: Function, timeout?: number, clock?: () => number }} opts
    */
   constructor(opts = {}) {
-    for (const [name, why] of Object.entries(REFUSED)) {
-      if (opts[name]) throw new Error(`${WHO}: option '${name}' ${why}; remove it`);
-    }
+    if (opts.customIncrTtlLuaScript) throw new RateLimiterArgumentError(`${WHO}: option 'customIncrTtlLuaScript' is a Lua script; redis-rl loads no scripts: remove it`);
+    if (opts.useRedis3AndLowerPackage) throw new RateLimiterArgumentError(`${WHO}: option 'useRedis3AndLowerPackage': node-redis 3 has no sendCommand the kit can route; use node-redis 4+ or ioredis`);
     if (opts.failure !== undefined) {
-      throw new TypeError(`${WHO}: the failure policy is rate-limiter-flexible's insuranceLimiter (or the rejected promise), not a 'failure' option`);
+      throw new RateLimiterArgumentError(`${WHO}: the failure policy is rate-limiter-flexible's insuranceLimiter (or the rejected promise), not a 'failure' option`);
     }
     super(opts);
-    if (!(opts.duration > 0)) throw new Error(`${WHO}: duration must be positive (0, "never expires", has no window to slide)`);
-    this.#adapter = makeLimiter(WHO, { ...opts, client: opts.storeClient }, 'library');
-    this.policy = limitFor(this.#adapter, this.keyPrefix || 'rlflx', this.points, Math.round(this.duration * 1000),
-      (key) => tagged(this.keyPrefix ? `${this.keyPrefix}:` : '', key));
+    this.client = opts.storeClient;
+    if (!(this.duration >= 0)) throw new RateLimiterArgumentError(`${WHO}: duration must be 0 (never expires) or a positive number of seconds, got ${opts.duration}`);
+    // useRedisPackage only chose RateLimiterRedis's call style; the kit tells the clients apart itself.
+    this.useRedisPackage = Boolean(opts.useRedisPackage);
+    this.#rejectIfNotReady = Boolean(opts.rejectIfRedisNotReady);
+    try {
+      this.#made = makeLimiter(WHO, { ...opts, client: opts.storeClient }, 'library');
+    } catch (err) {
+      // rejectIfRedisNotReady reads the client's readiness first, as RateLimiterRedis does,
+      // so a client the kit cannot drive fails then (not-ready wins); without it, now.
+      if (!this.#rejectIfNotReady || !(err instanceof TypeError)) throw err;
+      this.#made = err;
+    }
+    // The module takes whole positive limits over a positive window; the library also
+    // accepts 0 or negative points (everything is refused) and duration 0 (never
+    // expires): those limiters count on the emulation key, as RateLimiterRedis does.
+    this.counterOnly = !(Number.isInteger(this.points) && this.points >= 1 && this.duration > 0);
+    if (!this.counterOnly && !(this.#made instanceof Error)) {
+      this.policy = limitFor(this.#adapter, this.keyPrefix || 'rlflx', this.points, Math.round(this.duration * 1000), (key) => this.#keyOf(key));
+      // blockDuration is the module's BLOCK: the denial that starts it and every call while
+      // it holds are one atomic call each (STRIKES counts the calls made while blocked).
+      if (this.blockDuration > 0) this.policy.block = { duration: `${Math.round(this.blockDuration * 1000)}ms`, strikes: true };
+    }
+  }
+
+  get #adapter() {
+    if (this.#made instanceof Error) throw this.#made;
+    return this.#made;
   }
 
   get shadowDenials() {
     return this.#adapter.rl.shadowDenials;
   }
 
-  #refuseCustomDuration(options) {
-    if (options?.customDuration !== undefined) throw new Error(`${WHO}: customDuration is not supported: make one limiter per duration`);
+  #keyOf(key) {
+    return tagged(this.keyPrefix ? `${this.keyPrefix}:` : '', key);
   }
 
-  /** @internal The module's decision for `points`, as a RateLimiterRes to resolve or reject. */
-  _settle(decision, points) {
-    const { allowed, ms } = asHits(this.#adapter, decision, this.points, points);
-    const consumed = allowed ? this.points - decision.remaining : this.points - decision.remaining + points;
-    const res = new RateLimiterRes(decision.remaining, ms, consumed, allowed && consumed === points);
-    return { allowed, res };
+  #policyFor(msDuration) {
+    if (msDuration === this.policy.window) return this.policy;
+    return { ...this.policy, window: `${Math.round(msDuration)}ms` };
   }
 
-  async _consume(key, points = 1, options = {}) {
-    this.#refuseCustomDuration(options);
-    const { allowed, res } = this._settle(await this.#adapter.rl.check(this.policy, key, { cost: points }), points);
-    if (!allowed) throw res;
+  /** The limiter's own commands (the emulation key), with the kit's timeout; errors reject. */
+  async #raw(cmds) {
+    const settled = await withTimeout(this.#adapter.rl.connection.batch(cmds), this.#adapter.rl.timeout);
+    return settled.map((s) => {
+      if (s.status === 'rejected') throw s.reason;
+      return s.value;
+    });
+  }
+
+  #assertReady(rlKey) {
+    if (this.#rejectIfNotReady && !isReady(this.client, rlKey)) throw new Error('Redis connection is not ready');
+    return this.#adapter;
+  }
+
+  // Caller errors go back to the caller; everything else (Redis failing) to the library's
+  // insuranceLimiter, as RateLimiterRedis does.
+  _handleError(err, funcName, resolve, reject, params) {
+    if (err instanceof RateLimiterArgumentError || err instanceof RateLimitConfigError || err instanceof RedisCommandError) return reject(err);
+    return super._handleError(err, funcName, resolve, reject, params);
+  }
+
+  _getRateLimiterRes(rlKey, changedPoints, { consumed, ms }) {
+    const res = new RateLimiterRes();
+    res.consumedPoints = consumed;
+    res.isFirstInDuration = consumed === changedPoints;
+    res.remainingPoints = Math.max(this.points - consumed, 0);
+    res.msBeforeNext = ms;
     return res;
   }
 
-  /** Gives `points` back (REFUND): never below an empty limiter. */
-  async _reward(key, points = 1, options = {}) {
-    this.#refuseCustomDuration(options);
-    const d = await this.#adapter.rl.refund(this.policy, key, { cost: points });
-    if (d.source === 'failure') throw d.error;
-    return this.#resOfPeek(d);
-  }
-
   /**
-   * Spends `points` without a rejection. The module never counts past the limit, so a
-   * penalty larger than what is left spends what is left (the key is then exhausted).
+   * RateLimiterRedis's upsert, on the module: `points` spent (negative: given back) over
+   * `msDuration`; forceExpire writes the state (set, block) on the emulation key.
+   * Resolves to { consumed, ms } as RateLimiterRedis's counter and PTTL would say.
    */
-  async _penalty(key, points = 1, options = {}) {
-    this.#refuseCustomDuration(options);
-    const peek = await this.#adapter.rl.peek(this.policy, key);
-    if (peek.source === 'failure') throw peek.error;
-    const left = peek.allowed ? peek.remaining + 1 : 0;
-    const cost = Math.min(points, left);
-    if (cost > 0) {
-      const d = await this.#adapter.rl.check(this.policy, key, { cost });
-      if (d.source === 'failure') throw d.error;
+  async _upsert(rlKey, points, msDuration, forceExpire = false, options = {}) {
+    const n = pointsOf(points);
+    this.#assertReady(rlKey);
+    const key = this.#keyOf(this.parseKey(rlKey));
+    const over = `${key}:set`;
+    const px = msDuration >= 1 ? ['PX', String(Math.round(msDuration))] : [];
+    if (forceExpire) {
+      const [, ttl] = await this.#raw([{ args: ['SET', over, String(n), ...px], key: over }, { args: ['PTTL', over], key: over }]);
+      return { consumed: n, ms: Number(ttl) };
     }
-    return this.#resOfPeek(await this.#adapter.rl.peek(this.policy, key));
-  }
+    if (this.counterOnly || msDuration < 1) return this.#count(over, n, px);
 
-  async _get(key, options = {}) {
-    this.#refuseCustomDuration(options);
-    const d = await this.#adapter.rl.peek(this.policy, key);
-    if (d.source === 'failure') throw d.error;
-    if (usedBefore(d, this.points) === 0) return null;
-    return this.#resOfPeek(d);
-  }
-
-  async _delete(key) {
-    const [before, reset] = await this.#adapter.rl.batch([
-      { limits: this.policy, identity: key, mode: 'PEEK' },
-      { limits: this.policy, identity: key, mode: 'RESET' },
+    const policy = this.#policyFor(msDuration);
+    const cost = Math.abs(n);
+    const mode = n < 0 ? 'REFUND' : n === 0 ? 'PEEK' : undefined;
+    const [[ttl], decision] = await Promise.all([
+      this.#raw([{ args: ['PTTL', over], key: over }]),
+      this.#adapter.rl.check(policy, this.parseKey(rlKey), { cost: cost || 1, mode }),
     ]);
-    for (const d of [before, reset]) if (d.source === 'failure') throw d.error;
-    return usedBefore(before, this.points) > 0;
+    if (decision.source === 'failure') throw decision.error;
+    if (Number(ttl) !== -2) {
+      // The emulation key holds the state: what the module just spent goes back.
+      if (!mode && decision.allowed) await this.#adapter.rl.refund(policy, this.parseKey(rlKey), { cost });
+      return this.#count(over, n, []);
+    }
+    return this.#fromDecision(decision, n, policy, options, rlKey);
   }
 
-  _set() {
-    throw new Error(`${WHO}: set() writes a raw counter; redis-rl's state is the module's: use delete(), reward() or penalty()`);
+  _block(rlKey, initPoints, msDuration, options = {}) {
+    if (this.#justBlocked.delete(rlKey)) return Promise.resolve(new RateLimiterRes(0, msDuration, initPoints));
+    return super._block(rlKey, initPoints, msDuration, options);
   }
 
-  _block() {
-    throw new Error(`${WHO}: block() stores a block the module does not keep; use penalty() to exhaust a key`);
+  // RateLimiterRedis's own counting, on the emulation key.
+  async #count(over, n, px) {
+    const [, consumed, ttl] = await this.#raw([
+      { args: ['SET', over, '0', ...px, 'NX'], key: over },
+      { args: ['INCRBY', over, String(n)], key: over },
+      { args: ['PTTL', over], key: over },
+    ]);
+    return { consumed: Number(consumed), ms: Number(ttl) };
   }
 
-  #resOfPeek(d) {
-    const consumed = usedBefore(d, this.points);
-    return new RateLimiterRes(this.points - consumed, d.resetAfter, consumed, false);
+  async #fromDecision(d, n, policy, options, rlKey) {
+    const windowMs = Number.parseInt(policy.window, 10);
+    if (d.strikes > 0) {
+      // Blocked by the module. The call that started the block reads as the library's
+      // first overflow (points + cost), so its own block logic runs once; later calls
+      // count past it, as RateLimiterRedis's counter does while blocked.
+      if (d.strikes === 1 && n > 0 && !options.penalty) this.#justBlocked.add(rlKey);
+      return { consumed: this.points + Math.max(n, 0) + d.strikes - 1, ms: d.retryAfter };
+    }
+    if (n <= 0) {
+      const used = usedBefore(d, this.points);
+      return { consumed: used, ms: used > 0 ? d.resetAfter : 0 };
+    }
+    const used = this.points - d.remaining;
+    if (d.allowed) {
+      return { consumed: used, ms: d.resetAfter };
+    }
+    if (this.#adapter.shadow) {
+      this.#adapter.rl.shadowed(d, { keys: d.limits.map((l) => l.key) });
+      return { consumed: this.points, ms: Number.isFinite(d.retryAfter) ? d.retryAfter : windowMs };
+    }
+    if (options.penalty && d.remaining > 0) {
+      // A penalty is never refused: what is left is spent, and the count says the rest.
+      const spent = await this.#adapter.rl.check(policy, options.penalty, { cost: d.remaining });
+      if (spent.source === 'failure') throw spent.error;
+    }
+    // A cost that can never fit has no retry time: the window is the honest wait.
+    return { consumed: used + n, ms: Number.isFinite(d.retryAfter) ? d.retryAfter : windowMs };
+  }
+
+  _penalty(key, points = 1, options = {}) {
+    const rlKey = this.getKey(key);
+    return this._upsert(rlKey, points, this._getKeySecDuration(options) * 1000, false, { ...options, penalty: key })
+      .then((res) => this._getRateLimiterRes(rlKey, pointsOf(points), res));
+  }
+
+  async _get(rlKey) {
+    this.#assertReady(rlKey);
+    const key = this.#keyOf(this.parseKey(rlKey));
+    const over = `${key}:set`;
+    const [[value, ttl], peek] = await Promise.all([
+      this.#raw([{ args: ['GET', over], key: over }, { args: ['PTTL', over], key: over }]),
+      this.counterOnly ? null : this.#adapter.rl.peek(this.policy, this.parseKey(rlKey)),
+    ]);
+    if (value !== null && value !== undefined) return { consumed: Number(value), ms: Number(ttl) };
+    if (!peek) return null;
+    if (peek.source === 'failure') throw peek.error;
+    if (peek.strikes > 0) return { consumed: this.points + peek.strikes, ms: peek.retryAfter };
+    const used = usedBefore(peek, this.points);
+    return used > 0 ? { consumed: used, ms: peek.resetAfter } : null;
+  }
+
+  async _delete(rlKey) {
+    this.#assertReady(rlKey);
+    const identity = this.parseKey(rlKey);
+    const over = `${this.#keyOf(identity)}:set`;
+    const [[removed], [before, reset] = []] = await Promise.all([
+      this.#raw([{ args: ['DEL', over], key: over }]),
+      this.counterOnly ? undefined : this.#adapter.rl.batch([
+        { limits: this.policy, identity, mode: 'PEEK' },
+        { limits: this.policy, identity, mode: 'RESET' },
+      ]),
+    ]);
+    for (const d of [before, reset]) if (d?.source === 'failure') throw d.error;
+    return Number(removed) > 0 || (before ? usedBefore(before, this.points) > 0 : false);
   }
 
   /** @internal for RateLimiterUnionRl */
@@ -142,22 +281,27 @@ export class RateLimiterUnionRl {
   #limiters;
 
   constructor(...limiters) {
-    if (!limiters.length) throw new Error(`${WHO}: RateLimiterUnionRl needs at least one limiter`);
+    if (!limiters.length) throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl needs at least one limiter`);
     if (!limiters.every((l) => l instanceof RateLimiterRedisRl)) {
-      throw new Error(`${WHO}: RateLimiterUnionRl takes RateLimiterRedisRl limiters (use the library's RateLimiterUnion for others)`);
+      throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl takes RateLimiterRedisRl limiters (use the library's RateLimiterUnion for others)`);
+    }
+    if (limiters.some((l) => l.counterOnly)) {
+      throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl needs limiters the module decides (points >= 1, duration > 0); use RateLimiterUnion for the others`);
     }
     this.#limiters = limiters;
   }
 
   async consume(key, points = 1) {
+    const cost = pointsOf(points);
+    if (cost < 1) throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl consumes at least 1 point, got ${points}`);
     const [first] = this.#limiters;
-    const decision = await first._adapter.rl.check(this.#limiters.map((l) => l.policy), key, { cost: points });
+    const decision = await first._adapter.rl.check(this.#limiters.map((l) => l.policy), key, { cost });
     if (decision.source === 'failure') {
       // Redis could not decide: the limiters' insurance limiters do, as a union of their own.
       const insurance = this.#limiters.map((l) => l.insuranceLimiter);
       if (!insurance.every(Boolean)) throw decision.error;
       const { RateLimiterUnion } = require('rate-limiter-flexible');
-      return new RateLimiterUnion(...insurance).consume(key, points);
+      return new RateLimiterUnion(...insurance).consume(key, cost);
     }
     // Shadow mode is the union's (its first limiter's): a would-be denial passes,
     // reported once, having spent nothing, like a single limiter's.
@@ -166,8 +310,9 @@ export class RateLimiterUnionRl {
     const result = {};
     this.#limiters.forEach((limiter, i) => {
       const one = decision.limits[i];
-      const consumed = limiter.points - one.remaining + (one.allowed && decision.allowed ? 0 : points);
-      const ms = one.allowed ? one.resetAfter : (Number.isFinite(one.retryAfter) ? one.retryAfter : one.resetAfter);
+      const consumed = limiter.points - one.remaining + (one.allowed && decision.allowed ? 0 : cost);
+      const windowMs = Number.parseInt(limiter.policy.window, 10);
+      const ms = one.allowed ? one.resetAfter : (Number.isFinite(one.retryAfter) ? one.retryAfter : windowMs);
       // As RateLimiterUnion: on a denial, only the limiters that denied are in the result.
       if (decision.allowed || shadow || !one.allowed) {
         result[limiter.keyPrefix] = new RateLimiterRes(one.remaining, ms, shadow ? Math.min(consumed, limiter.points) : consumed, false);
