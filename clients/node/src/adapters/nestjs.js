@@ -8,7 +8,6 @@
 // `failure: 'open'` lets requests through while Redis fails, `'closed'` answers 503.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createRequire } from 'node:module';
-import { adapt } from '../clients.js';
 import { asHits, limitFor, makeLimiter, tagged } from './core.js';
 
 const WHO = 'redis-rl/nestjs';
@@ -23,18 +22,10 @@ const seconds = (ms) => Math.ceil(ms / 1000);
 const phase = new AsyncLocalStorage();
 const NOT_BLOCKED = { totalHits: 0, timeToExpire: 0, isBlocked: false, timeToBlockExpire: 0 };
 
-// blockDuration ≠ ttl: once a throttler denies, the tracker stays blocked for
-// blockDuration (the stock storage's isBlocked / blockExpiresAt), whatever the counter
-// says. The block is a key next to the limiter's, in its hash slot, holding the block's
-// end (ms, on the storage's clock) and expiring with it: read before the module is
-// asked, written when the module denies. A blocked request spends nothing.
-const blockKey = (policy) => `${policy.key}:block`;
-
 export class RedisRlThrottlerStorage {
   #adapter;
   #prefix;
   #failure;
-  #raw;
 
   /**
    * @param {{ client: unknown, failure: 'open'|'closed', algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed',
@@ -46,26 +37,8 @@ export class RedisRlThrottlerStorage {
       throw new TypeError(`${WHO}: choose a failure policy: failure: 'open' (allow while Redis fails) or 'closed' (answer 503)`);
     }
     this.#adapter = makeLimiter(WHO, options, failure);
-    this.#raw = adapt(options.client);
     this.#prefix = prefix;
     this.#failure = failure;
-  }
-
-  // The block's remaining ms for these policies (0: none), in one round trip.
-  async #blocked(policies) {
-    const keys = policies.map(blockKey);
-    const ends = await this.#raw.send({ args: ['MGET', ...keys], key: keys[0] });
-    const now = this.#adapter.rl.clock();
-    return ends.map((end) => Math.max(0, Number(end ?? 0) - now));
-  }
-
-  async #block(policy) {
-    const end = this.#adapter.rl.clock() + policy.blockMs;
-    await this.#raw.send({ args: ['SET', blockKey(policy), String(end), 'PX', String(policy.blockMs), 'NX'], key: blockKey(policy) });
-  }
-
-  #blockedRecord(limit, ms) {
-    return { totalHits: limit + 1, timeToExpire: seconds(ms), isBlocked: true, timeToBlockExpire: seconds(ms) };
   }
 
   get shadowDenials() {
@@ -76,12 +49,14 @@ export class RedisRlThrottlerStorage {
     const redisKey = tag === undefined ? tagged(this.#prefix, key) : `${tagged(this.#prefix, tag)}:${key}`;
     const policy = limitFor(this.#adapter, throttlerName, limit, ttl, redisKey);
     // The guard passes blockDuration = ttl when none is configured: the module's own
-    // retry is then the block. Any other value is a block of that length.
+    // retry is then the wait. Any other value is the module's penalty box (BLOCK): once
+    // the throttler denies, every request is denied for blockDuration, spending nothing,
+    // and the retry is the block's end (the stock storage's isBlocked/timeToBlockExpire).
     if (blockDuration !== undefined && blockDuration !== ttl) {
       if (!Number.isInteger(blockDuration) || blockDuration < 1) {
         throw new TypeError(`${WHO}: throttler "${throttlerName}": blockDuration must be a positive number of milliseconds, got ${blockDuration}`);
       }
-      policy.blockMs = blockDuration;
+      policy.block = `${blockDuration}ms`;
     }
     return policy;
   }
@@ -109,38 +84,9 @@ export class RedisRlThrottlerStorage {
       current.calls.push([key, ttl, limit, blockDuration, throttlerName]);
       return NOT_BLOCKED;
     }
-    const policy = this.#policy(key, ttl, limit, blockDuration, throttlerName);
-    if (policy.blockMs === undefined) {
-      const decision = await this.#adapter.rl.check(policy, key);
-      if (decision.source === 'failure') return this.#failed();
-      return this.#record(decision, limit);
-    }
-    return (await this.#withBlocks([policy], [limit], (ps) => this.#adapter.rl.check(ps[0], key).then((d) => [d, [d]])))[0];
-  }
-
-  // The throttlers that have a block: blocked ones answer at once; otherwise `decide`
-  // asks the module for all of them and a denial starts each denying one's block.
-  async #withBlocks(policies, limits, decide) {
-    const withBlock = policies.filter((p) => p.blockMs !== undefined);
-    let left;
-    try {
-      left = await this.#blocked(withBlock);
-    } catch {
-      return policies.map(() => this.#failed());
-    }
-    if (left.some((ms) => ms > 0)) {
-      // While blocked, nothing is spent: the other throttlers show what a request would get.
-      return policies.map((p, i) => {
-        const ms = p.blockMs === undefined ? 0 : left[withBlock.indexOf(p)];
-        return ms > 0 ? this.#blockedRecord(limits[i], ms) : { ...NOT_BLOCKED, totalHits: 0 };
-      });
-    }
-    const [decision, perLimit] = await decide(policies);
-    if (decision.source === 'failure') return policies.map(() => this.#failed());
-    const records = perLimit.map((d, i) => this.#record({ ...d, limits: d.limits ?? [d], source: 'redis' }, limits[i]));
-    if (decision.allowed || this.#adapter.shadow) return records;
-    await Promise.all(policies.map((p, i) => (p.blockMs !== undefined && !perLimit[i].allowed ? this.#block(p) : null)));
-    return records.map((r, i) => (policies[i].blockMs !== undefined && !perLimit[i].allowed ? this.#blockedRecord(limits[i], policies[i].blockMs) : r));
+    const decision = await this.#adapter.rl.check(this.#policy(key, ttl, limit, blockDuration, throttlerName), key);
+    if (decision.source === 'failure') return this.#failed();
+    return this.#record(decision, limit);
   }
 
   /**
@@ -150,12 +96,6 @@ export class RedisRlThrottlerStorage {
   async _incrementAll(calls) {
     const tag = calls[0][0];
     const policies = calls.map(([key, ttl, limit, blockDuration, name]) => this.#policy(key, ttl, limit, blockDuration, name, tag));
-    if (policies.some((p) => p.blockMs !== undefined)) {
-      return this.#withBlocks(policies, calls.map((c) => c[2]), async (ps) => {
-        const d = await this.#adapter.rl.check(ps, tag);
-        return [d, d.source === 'failure' ? [] : d.limits.map((l) => ({ ...l, limits: [l] }))];
-      });
-    }
     const decision = await this.#adapter.rl.check(policies, tag);
     if (decision.source === 'failure') return calls.map(() => this.#failed());
     if (decision.allowed) return decision.limits.map((d, i) => this.#record({ ...d, limits: [d], source: 'redis' }, calls[i][2]));
