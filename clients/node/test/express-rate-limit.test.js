@@ -193,6 +193,29 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
       }
     }));
 
+    it('getKey reports the state\'s own reset (PEEK\'s reset_after_ms), not that of a request made now', async () => {
+      const time = steppedTime(T);
+      const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock });
+      const limiter = rateLimit({ keyGenerator: (req) => req.headers['x-id'], validate: false, windowMs: 2000, limit: 3, store });
+      const a = express();
+      a.get('/', limiter, (req, res) => res.send('ok'));
+      const srv = await listen(http.createServer(a));
+      const id = freshId();
+      try {
+        await time.at(0);
+        assert.equal(await limiter.getKey(id), undefined);
+        assert.equal((await fetch(srv.base, { headers: { 'x-id': id } })).status, 200);
+        await time.at(503);
+        const { totalHits, resetTime } = await limiter.getKey(id);
+        // The hit at 0 leaves the log at 2000: 1497 ms from now (a request now would say 2000).
+        const left = resetTime.getTime() - Date.now();
+        assert.equal(totalHits, 1);
+        assert.ok(left > 1400 && left <= 1497, `reset in ${left} ms`);
+      } finally {
+        await srv.close();
+      }
+    });
+
     it('limit as a function of the request, and limit 0: the module counts, the library compares (as stock does)', async () => {
       const time = steppedTime(T);
       const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock, algorithm: 'slidelog' });
