@@ -160,6 +160,10 @@ const names = args.filter((a) => !a.startsWith('--'));
 const chosen = names.length ? names : Object.keys(SUITES);
 for (const n of chosen) if (!SUITES[n]) throw new Error(`unknown suite ${n} (${Object.keys(SUITES).join(', ')})`);
 
+if (!existsSync(upstream)) {
+  console.log(`upstream ${chosen.join(', ')}: skipped, no upstream tarballs at ${upstream} (set RL_UPSTREAM_SRC to a folder holding ${chosen.map((n) => `${SUITES[n].tarball}.tar.gz`).join(', ')})`);
+  process.exit(0);
+}
 const server = await startServer();
 let failed = false;
 try {
