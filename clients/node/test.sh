@@ -25,10 +25,20 @@ command -v redis-cli >/dev/null || { echo "clients/node: redis-cli not found (re
 node scripts/build-cjs.mjs
 
 # A hung test fails after 60 s instead of holding the run.
-node --test --test-reporter=spec --test-timeout=60000 $(ls test/*.test.js | grep -v test/package.test.js)
+status=0
+node --test --test-reporter=spec --test-timeout=60000 $(ls test/*.test.js | grep -v test/package.test.js) || status=$?
 
 # The packed tarball in a fresh app: npm pack and installs take longer than a test.
-node --test --test-reporter=spec --test-timeout=300000 test/package.test.js
+node --test --test-reporter=spec --test-timeout=300000 test/package.test.js || status=$?
 
 # rate-limiter-flexible's own tests against the adapter (about 90 s; --fixed adds the fixed-window run).
-node upstream/rate-limiter-flexible/run.mjs
+node upstream/rate-limiter-flexible/run.mjs || status=1
+
+# express-rate-limit 8 and 7's own tests against RedisRlStore (about 90 s; the first run
+# installs their test dependencies into .tools/upstream-node). RL_UPSTREAM=0 skips them.
+if [ "${RL_UPSTREAM:-1}" != 0 ]; then
+  node upstream/run.mjs express-rate-limit-8 express-rate-limit-7 || status=1
+else
+  echo "clients/node: the express-rate-limit upstream suites skipped (RL_UPSTREAM=0)"
+fi
+exit $status

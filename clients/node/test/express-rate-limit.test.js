@@ -192,12 +192,67 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
         await server.stop();
       }
     }));
+
+    it('getKey reports the state\'s own reset (PEEK\'s reset_after_ms), not that of a request made now', async () => {
+      const time = steppedTime(T);
+      const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock });
+      const limiter = rateLimit({ keyGenerator: (req) => req.headers['x-id'], validate: false, windowMs: 2000, limit: 3, store });
+      const a = express();
+      a.get('/', limiter, (req, res) => res.send('ok'));
+      const srv = await listen(http.createServer(a));
+      const id = freshId();
+      try {
+        await time.at(0);
+        assert.equal(await limiter.getKey(id), undefined);
+        assert.equal((await fetch(srv.base, { headers: { 'x-id': id } })).status, 200);
+        await time.at(503);
+        const { totalHits, resetTime } = await limiter.getKey(id);
+        // The hit at 0 leaves the log at 2000: 1497 ms from now (a request now would say 2000).
+        const left = resetTime.getTime() - Date.now();
+        assert.equal(totalHits, 1);
+        assert.ok(left > 1400 && left <= 1497, `reset in ${left} ms`);
+      } finally {
+        await srv.close();
+      }
+    });
+
+    it('limit as a function of the request, and limit 0: the module counts, the library compares (as stock does)', async () => {
+      const time = steppedTime(T);
+      const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock, algorithm: 'slidelog' });
+      // Premium callers get 3, the rest 1; the function is asked after the store has counted.
+      const srv = await app(rateLimit, { windowMs: 10_000, limit: async (req) => (req.headers['x-id'].startsWith('vip') ? 3 : 1), standardHeaders: 'draft-7', store });
+      const zero = await app(rateLimit, { windowMs: 10_000, limit: 0, store: new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock }) });
+      const vip = `vip-${freshId()}`;
+      const plain = freshId();
+      try {
+        await time.at(0);
+        const vipSeen = [];
+        for (let i = 0; i < 4; i++) vipSeen.push((await srv.hit(vip)).status);
+        assert.deepEqual(vipSeen, [200, 200, 200, 429]);
+        assert.deepEqual([(await srv.hit(plain)).status, (await srv.hit(plain)).status], [200, 429]);
+        // The window is the module's: 10 s after the first hits, a caller is admitted again.
+        await time.at(10_001);
+        const again = await srv.hit(plain);
+        assert.equal(again.status, 200);
+        assert.equal(again.headers.ratelimit, 'limit=1, remaining=0, reset=10');
+        // limit: 0 denies everything, as express-rate-limit does.
+        assert.deepEqual([(await zero.hit(plain)).status, (await zero.hit(plain)).status], [429, 429]);
+      } finally {
+        await srv.close();
+        await zero.close();
+      }
+    });
   });
 }
 
-it('refused when built: a failure option (the policy is passOnStoreError), a limit per request', () => {
-  assert.throws(() => new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, failure: 'open' }), /passOnStoreError/);
-  assert.throws(() => new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'leaky' }), /unknown algorithm/);
-  // express-rate-limit 7 calls init synchronously, so the app does not start.
-  assert.throws(() => rateLimit7({ limit: () => 5, store: new RedisRlStore({ client: shared.conn.client }), validate: false }), /limit must be a number/);
+it('refused when built, with the option\'s name: failure (the policy is passOnStoreError), resetExpiryOnChange, rate-limit-redis\'s sendCommand, unknown options', () => {
+  const client = shared.conn.client;
+  assert.throws(() => new RedisRlStore({ client, timeout: SLOW_OK, failure: 'open' }), /passOnStoreError/);
+  assert.throws(() => new RedisRlStore({ client, timeout: SLOW_OK, algorithm: 'leaky' }), /unknown algorithm/);
+  assert.throws(() => new RedisRlStore({ client, resetExpiryOnChange: true }), /'resetExpiryOnChange' restarts the window/);
+  assert.throws(() => new RedisRlStore({ client, sendCommand: () => {} }), /'sendCommand' is rate-limit-redis's; pass the connection as `client`/);
+  assert.throws(() => new RedisRlStore({ client, windowMs: 1000 }), /unknown option 'windowMs'/);
+  // A limit the library would refuse, and shadow mode with a limit the library decides.
+  assert.throws(() => rateLimit7({ limit: 1.5, store: new RedisRlStore({ client }), validate: false }), /limit must be a whole number/);
+  assert.throws(() => rateLimit7({ limit: () => 5, store: new RedisRlStore({ client, shadow: true }), validate: false }), /shadow mode needs a numeric limit/);
 });

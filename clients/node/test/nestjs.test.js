@@ -120,9 +120,55 @@ describe('@nestjs/throttler 6', () => {
     assert.deepEqual(counts, { 'stock guard': [2, 5], RedisRlThrottlerGuard: [2, 2] });
   });
 
-  it('a blockDuration other than the ttl is refused with a clear error, never silently ignored', async () => {
+  it('blockDuration other than the ttl: after a denial the tracker is blocked that long, as the stock storage does (429 with its Retry-After, then 200)', async () => {
+    const time = steppedTime(T);
+    const storage = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', clock: time.clock, algorithm: 'slidelog' });
+    const srv = await app([{ ttl: 10_000, limit: 2, blockDuration: 30_000 }], storage);
+    const id = freshId();
+    try {
+      const seen = [];
+      for (const ms of [0, 0, 0, 11_000, 29_999, 30_001, 30_002, 30_003]) {
+        await time.at(ms);
+        const r = await srv.hit(id);
+        seen.push([ms, r.status, r.headers['retry-after']]);
+      }
+      assert.deepEqual(seen, [
+        [0, 200, undefined],
+        [0, 200, undefined],
+        // The denial starts a 30 s block: Retry-After is the block, not the window's 10 s.
+        [0, 429, '30'],
+        // The window has slid past both hits, but the block holds.
+        [11_000, 429, '19'],
+        [29_999, 429, '1'],
+        // A blocked request spent nothing: after the block the window is empty again.
+        [30_001, 200, undefined],
+        [30_002, 200, undefined],
+        [30_003, 429, '30'],
+      ]);
+    } finally {
+      await srv.close();
+    }
+    // With RedisRlThrottlerGuard (RL.ALL), a blocked throttler answers before the module is asked.
+    const time2 = steppedTime(T);
+    const storage2 = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', clock: time2.clock });
+    const srv2 = await app([{ name: 'short', ttl: 10_000, limit: 1, blockDuration: 20_000 }, { name: 'long', ttl: 60_000, limit: 100 }], storage2, redisRlThrottlerGuard());
+    const id2 = freshId();
+    try {
+      await time2.at(0);
+      assert.deepEqual([(await srv2.hit(id2)).status, (await srv2.hit(id2)).status], [200, 429]);
+      await time2.at(15_000);
+      const blocked = await srv2.hit(id2);
+      assert.deepEqual([blocked.status, blocked.headers['retry-after-short']], [429, '5']);
+      await time2.at(20_001);
+      assert.equal((await srv2.hit(id2)).status, 200);
+    } finally {
+      await srv2.close();
+    }
+  });
+
+  it('refused when built, or when the throttler is first used, with the option\'s name', async () => {
     const storage = new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed' });
-    await assert.rejects(storage.increment('k', 1000, 2, 5000, 'default'), /blockDuration 5000 ms; redis-rl denies exactly until the module admits again/);
+    await assert.rejects(storage.increment('k', 1000, 2, -5, 'default'), /blockDuration must be a positive number of milliseconds/);
     assert.throws(() => new RedisRlThrottlerStorage({ client: shared.conn.client }), /choose a failure policy/);
   });
 

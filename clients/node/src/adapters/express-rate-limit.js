@@ -2,28 +2,59 @@
 // (sliding counter by default); the store reports that decision as totalHits, so the
 // library's own headers, Retry-After and 429 follow. Failures are thrown to the library,
 // whose `passOnStoreError` is the failure policy.
+//
+// A `limit` that is a function of the request (or 0) is only known to the library after
+// the store has counted: express-rate-limit calls increment(key) first, then the
+// function, then compares. For those the store counts every request (as the stock stores
+// do, denied ones included) and the library compares: the module's algorithm still
+// decides what "the requests in the window" are.
 import { asHits, limitFor, makeLimiter, tagged, usedBefore } from './core.js';
 
 const WHO = 'redis-rl/express-rate-limit';
+
+// The budget of a counting limit: the largest the algorithm takes, never reached in
+// practice, so the module admits and its `remaining` says how many requests the window holds.
+function countingBudget(algorithm, windowMs) {
+  if (algorithm === 'slidelog') return 1_000_000;
+  if (algorithm === 'gcra') return Math.min(1_000_000_000, windowMs * 1000);
+  return 1_000_000_000;
+}
+
+// Options of the stock stores (rate-limit-redis) that mean something else here, refused
+// when the store is built rather than silently ignored.
+const REFUSED = {
+  resetExpiryOnChange: 'restarts the window on every request (rate-limit-redis 4; removed in 6), so a client that keeps calling is never reset; redis-rl\'s windows slide by themselves: remove it',
+  sendCommand: 'is rate-limit-redis\'s; pass the connection as `client` (node-redis or ioredis)',
+  sendCommandCluster: 'is rate-limit-redis\'s; pass the cluster connection as `client` (node-redis or ioredis)',
+};
+const KNOWN = new Set(['client', 'algorithm', 'burst', 'prefix', 'shadow', 'onShadow', 'onError', 'timeout', 'clock', 'failure']);
 
 export class RedisRlStore {
   /** Keys live in Redis, shared by every process (express-rate-limit's validations ask). */
   localKeys = false;
   #adapter;
   #limit;
+  /** The library's limit when it is a positive number; undefined when the library compares. */
   #fixedLimit;
-  #windowMs;
+  /** The counting limit's budget, when the library compares. */
+  #budget;
 
   /**
    * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed', burst?: number,
    *   prefix?: string, shadow?: boolean, onShadow?: Function, onError?: Function, timeout?: number,
    *   clock?: () => number }} options
    */
-  constructor({ prefix = 'rl:erl:', failure, ...options } = {}) {
+  constructor(options = {}) {
+    for (const name of Object.keys(options)) {
+      if (REFUSED[name]) throw new TypeError(`${WHO}: option '${name}' ${REFUSED[name]}`);
+      if (!KNOWN.has(name)) throw new TypeError(`${WHO}: unknown option '${name}' (${[...KNOWN].join(', ')})`);
+    }
+    const { prefix = 'rl:erl:', failure, ...rest } = options;
     if (failure !== undefined) {
       throw new TypeError(`${WHO}: the failure policy is express-rate-limit's passOnStoreError (true: allow while Redis fails), not a store option`);
     }
-    this.#adapter = makeLimiter(WHO, options, 'library');
+    if (typeof prefix !== 'string') throw new TypeError(`${WHO}: prefix must be a string`);
+    this.#adapter = makeLimiter(WHO, rest, 'library');
     this.prefix = prefix;
   }
 
@@ -33,13 +64,20 @@ export class RedisRlStore {
   }
 
   init(options) {
-    // A limit per request can't be known here, and the module needs it with the key.
-    if (typeof options.limit !== 'number') {
-      throw new TypeError(`${WHO}: limit must be a number (a function of the request is not supported: use one rateLimit() per limit)`);
+    const { limit, windowMs } = options;
+    const counting = typeof limit === 'function' || limit === 0;
+    if (!counting && (!Number.isInteger(limit) || limit < 0)) {
+      throw new TypeError(`${WHO}: limit must be a whole number ≥ 0 or a function of the request, got ${limit}`);
     }
-    this.#fixedLimit = options.limit;
-    this.#windowMs = options.windowMs;
-    this.#limit = limitFor(this.#adapter, 'erl', options.limit, options.windowMs, (key) => tagged(this.prefix, key));
+    if (counting && this.#adapter.shadow) {
+      throw new TypeError(`${WHO}: shadow mode needs a numeric limit ≥ 1 (with a function or 0 the library decides, not the module)`);
+    }
+    if (counting && this.#adapter.burst !== undefined) {
+      throw new TypeError(`${WHO}: burst needs a numeric limit ≥ 1 (with a function or 0 the library decides, not the module)`);
+    }
+    this.#fixedLimit = counting ? undefined : limit;
+    this.#budget = counting ? countingBudget(this.#adapter.algorithm, windowMs) : undefined;
+    this.#limit = limitFor(this.#adapter, 'erl', counting ? this.#budget : limit, windowMs, (key) => tagged(this.prefix, key));
   }
 
   #policy() {
@@ -47,11 +85,23 @@ export class RedisRlStore {
     return this.#limit;
   }
 
+  // The library turns resetTime back into seconds against its own Date.now, whatever
+  // clock the module decided on.
+  #resetTime(ms) {
+    return new Date(Date.now() + ms);
+  }
+
   async increment(key) {
     const limit = this.#policy();
-    const { hits, ms } = asHits(this.#adapter, await this.#adapter.rl.check(limit, key), this.#fixedLimit);
+    const decision = await this.#adapter.rl.check(limit, key);
+    if (this.#fixedLimit === undefined) {
+      if (decision.source === 'failure') throw decision.error;
+      const totalHits = decision.allowed ? this.#budget - decision.remaining : this.#budget + 1;
+      return { totalHits, resetTime: this.#resetTime(decision.allowed ? decision.resetAfter : decision.retryAfter) };
+    }
+    const { hits, ms } = asHits(this.#adapter, decision, this.#fixedLimit);
     // express-rate-limit derives Retry-After and the reset header from resetTime.
-    return { totalHits: hits, resetTime: new Date(Date.now() + ms) };
+    return { totalHits: hits, resetTime: this.#resetTime(ms) };
   }
 
   /** skipFailedRequests / skipSuccessfulRequests: the module gives the unit back (REFUND). */
@@ -65,13 +115,13 @@ export class RedisRlStore {
     if (d.source === 'failure') throw d.error;
   }
 
-  /** The state without spending (PEEK); undefined when the key has no hits. */
+  /** The state without spending (PEEK), with the state's own reset; undefined when the key has no hits. */
   async get(key) {
     const d = await this.#adapter.rl.peek(this.#policy(), key);
     if (d.source === 'failure') throw d.error;
-    const totalHits = usedBefore(d, this.#fixedLimit);
+    const totalHits = this.#fixedLimit === undefined ? this.#budget - d.remaining - (d.allowed ? 1 : 0) : usedBefore(d, this.#fixedLimit);
     if (totalHits === 0) return undefined;
-    return { totalHits, resetTime: new Date(Date.now() + d.resetAfter) };
+    return { totalHits, resetTime: this.#resetTime(d.resetAfter) };
   }
 }
 

@@ -8,18 +8,23 @@ import { asHits, limitFor, makeLimiter, tagged, usedBefore } from './core.js';
 
 const WHO = 'redis-rl/fastify';
 
-// These count denied requests, which the module never stores (a denial spends nothing):
-// refused when the store is built rather than silently never triggering.
-function refuseCountingDenials(params, where) {
-  if (params.ban !== undefined && params.ban !== -1 && params.ban !== null) {
-    throw new Error(`${WHO}: 'ban'${where} counts denied requests, which redis-rl does not store (a denial spends nothing); remove it`);
-  }
-  if (params.continueExceeding) {
-    throw new Error(`${WHO}: 'continueExceeding'${where} restarts the window on every denied request; redis-rl's windows slide by themselves: remove it`);
-  }
-  if (params.exponentialBackoff) {
-    throw new Error(`${WHO}: 'exponentialBackoff'${where} grows the window with each denied request, which redis-rl does not count; remove it`);
-  }
+// ban, continueExceeding and exponentialBackoff are the module's penalty box (BLOCK),
+// whose length is the route's timeWindow, as the plugin's own stores count it:
+//   ban: n               BLOCK … STRIKES: the k-th denied request reports current =
+//                        max + k, so the plugin answers 403 once current - max > n
+//   continueExceeding    BLOCK … EXTEND: each denied request restarts the limitation
+//   exponentialBackoff   BLOCK … BACKOFF: the k-th denied request waits timeWindow × 2^(k-1)
+// With both continueExceeding and exponentialBackoff, continueExceeding wins, as in the
+// plugin's stores.
+const LONGEST = '315360000s';
+function blockOf(params) {
+  const ban = Number.isFinite(params.ban) && params.ban >= 0;
+  if (!ban && !params.continueExceeding && !params.exponentialBackoff) return undefined;
+  return {
+    strikes: ban,
+    extend: Boolean(params.continueExceeding),
+    backoff: params.continueExceeding || !params.exponentialBackoff ? undefined : LONGEST,
+  };
 }
 
 /**
@@ -37,8 +42,10 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
   class RedisRlFastifyStore {
     #route;
 
-    constructor(params, route = '') {
-      refuseCountingDenials(params, route ? ` on ${route}` : '');
+    #block;
+
+    constructor(params = {}, route = '') {
+      this.#block = blockOf(params);
       this.#route = route;
     }
 
@@ -47,14 +54,18 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
     }
 
     #limit(timeWindow, max) {
-      return limitFor(adapter, 'fastify', max, timeWindow, (key) => `${tagged(nameSpace, key)}:${this.#route}`);
+      const limit = limitFor(adapter, 'fastify', max, timeWindow, (key) => `${tagged(nameSpace, key)}:${this.#route}`);
+      if (this.#block) limit.block = { duration: `${timeWindow}ms`, ...this.#block };
+      return limit;
     }
 
     incr(key, cb, timeWindow, max) {
       adapter.rl.check(this.#limit(timeWindow, max), key).then(
         (decision) => {
           const { hits, ms } = asHits(adapter, decision, max);
-          cb(null, { current: hits, ttl: ms });
+          // ban: the plugin counts the denied requests past max.
+          const current = !decision.allowed && decision.strikes !== undefined && !adapter.shadow ? max + decision.strikes : hits;
+          cb(null, { current, ttl: ms });
         },
       ).catch((err) => cb(err, null));
     }

@@ -46,13 +46,19 @@ export class RedisRlThrottlerStorage {
   }
 
   #policy(key, ttl, limit, blockDuration, throttlerName, tag) {
-    // The guard passes blockDuration = ttl when none is configured. Any other value asks
-    // for a block the module does not keep (a denial spends nothing and stores nothing).
-    if (blockDuration > 0 && blockDuration !== ttl) {
-      throw new Error(`${WHO}: throttler "${throttlerName}" sets blockDuration ${blockDuration} ms; redis-rl denies exactly until the module admits again and keeps no block: remove blockDuration`);
-    }
     const redisKey = tag === undefined ? tagged(this.#prefix, key) : `${tagged(this.#prefix, tag)}:${key}`;
-    return limitFor(this.#adapter, throttlerName, limit, ttl, redisKey);
+    const policy = limitFor(this.#adapter, throttlerName, limit, ttl, redisKey);
+    // The guard passes blockDuration = ttl when none is configured: the module's own
+    // retry is then the wait. Any other value is the module's penalty box (BLOCK): once
+    // the throttler denies, every request is denied for blockDuration, spending nothing,
+    // and the retry is the block's end (the stock storage's isBlocked/timeToBlockExpire).
+    if (blockDuration !== undefined && blockDuration !== ttl) {
+      if (!Number.isInteger(blockDuration) || blockDuration < 1) {
+        throw new TypeError(`${WHO}: throttler "${throttlerName}": blockDuration must be a positive number of milliseconds, got ${blockDuration}`);
+      }
+      policy.block = `${blockDuration}ms`;
+    }
+    return policy;
   }
 
   #failed() {

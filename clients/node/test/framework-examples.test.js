@@ -1,0 +1,56 @@
+// The framework quickstarts in docs/frameworks/{express-rate-limit,fastify,nestjs}.md are
+// these files: each runs as `node app.js` (CommonJS) against a real module-enabled server,
+// and its sixth request in a minute is refused.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { startServer } from './support/servers.js';
+
+const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../examples');
+
+let redis;
+before(async () => { redis = await startServer(); });
+after(async () => { await redis?.stop(); });
+
+async function startApp(file) {
+  const proc = spawn(process.execPath, [join(examples, file)], {
+    env: { ...process.env, PORT: '0', REDIS_URL: redis.url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const url = await new Promise((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error(`${file} did not start:\n${out}`)), 20_000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (\S+)/.exec(out);
+      if (m) { clearTimeout(timer); ok(m[1]); }
+    });
+    proc.stderr.on('data', (d) => { out += d; });
+    proc.once('exit', (code) => { clearTimeout(timer); fail(new Error(`${file} exited ${code}:\n${out}`)); });
+  });
+  return { url, output: () => out, stop: () => { proc.kill('SIGKILL'); return new Promise((r) => proc.once('close', r)); } };
+}
+
+describe('framework quickstarts', () => {
+  for (const [file, retryAtLeast] of [['express-rate-limit.cjs', 1], ['fastify.cjs', 1], ['nestjs.cjs', 299]]) {
+    it(`${file}: five requests a minute pass, the sixth is refused with its Retry-After`, async () => {
+      const server = await startApp(file);
+      try {
+        const statuses = [];
+        let last;
+        for (let i = 0; i < 6; i++) {
+          last = await fetch(server.url);
+          statuses.push(last.status);
+          await last.arrayBuffer();
+        }
+        assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429], server.output());
+        // Nest's blockDuration: the wait is the 5-minute block, not the minute.
+        assert.ok(Number(last.headers.get('retry-after')) >= retryAtLeast, `retry-after ${last.headers.get('retry-after')}`);
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+});

@@ -1,0 +1,200 @@
+// Runs the rate-limit libraries' own test suites against redis-rl's adapters, with only
+// the store swapped by the shims in ./shims, on one module-enabled redis-server on a free
+// port. Each suite's tarball (../../../../shared/upstream) is unpacked into a scratch
+// directory; its test dependencies are installed once into .tools/upstream-node/<suite>.
+//
+//   node upstream/run.mjs [suite…]             check: the failing tests must be exactly
+//                                              the suite's expected-differences.txt
+//   node upstream/run.mjs --measure [suite…]   counts for the stock store, ours (default)
+//                                              and ours with the library's own algorithm
+import { execFileSync, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer } from '../test/support/servers.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const top = resolve(here, '../../..');
+const upstream = resolve(top, process.env.RL_UPSTREAM_SRC ?? '../shared/upstream');
+const tools = resolve(top, '.tools/upstream-node');
+const kitModules = resolve(here, '../node_modules');
+
+const jest = (files, extra = {}) => ({
+  runner: 'jest',
+  files,
+  ...extra,
+});
+
+const SUITES = {
+  'express-rate-limit-8': jest(['headers-test.ts', 'middleware-test.ts', 'options-test.ts'].map((f) => `test/library/${f}`), {
+    tarball: 'express-rate-limit-8.6.2', stockStore: join(kitModules, 'rate-limit-redis/dist/index.mjs'), fixedAlgorithm: 'fixed',
+  }),
+  'express-rate-limit-7': jest(['headers-test.ts', 'middleware-test.ts', 'options-test.ts'].map((f) => `test/library/${f}`), {
+    tarball: 'express-rate-limit-7.5.1', stockStore: join(kitModules, 'rate-limit-redis-4/dist/index.mjs'), fixedAlgorithm: 'fixed',
+  }),
+  'fastify-rate-limit-11': { runner: 'node-test', tarball: 'fastify-rate-limit-11.2.0', fixedAlgorithm: 'fixed' },
+  'fastify-rate-limit-10': { runner: 'node-test', tarball: 'fastify-rate-limit-10.3.0', fixedAlgorithm: 'fixed' },
+};
+
+function install(name) {
+  const want = readFileSync(join(here, name, 'package.json'), 'utf8');
+  const dir = join(tools, name);
+  const stamp = join(dir, 'package.json');
+  if (existsSync(join(dir, 'node_modules')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return dir;
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(stamp, want);
+  console.log(`upstream ${name}: installing its test dependencies into ${dir}`);
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--loglevel=error'], { cwd: dir, stdio: 'inherit' });
+  return dir;
+}
+
+function unpack(suite) {
+  const scratch = mkdtempSync(join(tmpdir(), 'rl-upstream-'));
+  execFileSync('tar', ['xzf', join(upstream, `${suite.tarball}.tar.gz`), '-C', scratch]);
+  return join(scratch, suite.tarball);
+}
+
+function run(cmd, args, { cwd, env }) {
+  return new Promise((ok, fail) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { out += d; });
+    child.on('error', fail);
+    child.on('close', (code) => ok({ code, out }));
+  });
+}
+
+async function runJest(name, suite, root, env) {
+  const results = join(root, 'results.json');
+  const config = {
+    rootDir: root,
+    testEnvironment: 'node',
+    testTimeout: 30000,
+    // A client's socket I/O runs on these: frozen, no Redis-backed store gets a reply
+    // (the stock one neither). setTimeout and Date stay fake, as the tests want them.
+    fakeTimers: { doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] },
+    extensionsToTreatAsEsm: ['.ts'],
+    // Type-checking is not what these tests test; transpiling file by file is much faster.
+    transform: { '^.+\\.tsx?$': ['ts-jest', { useESM: true, isolatedModules: true, diagnostics: false, tsconfig: { module: 'ESNext', moduleResolution: 'Bundler', target: 'ES2022', esModuleInterop: true, isolatedModules: true } }] },
+    testMatch: suite.files.map((f) => `<rootDir>/${f}`),
+    moduleFileExtensions: ['js', 'mjs', 'jsx', 'json', 'ts', 'tsx'],
+    moduleNameMapper: {
+      '^\\./memory-store(\\.js)?$': join(here, 'shims/express-rate-limit-store.mjs'),
+      '^(\\.{1,2}/.*)\\.js$': '$1',
+    },
+  };
+  const jestBin = join(root, 'node_modules/jest/bin/jest.js');
+  const { out } = await run('node', ['--experimental-vm-modules', '--no-warnings', jestBin, '--config', JSON.stringify(config),
+    '--json', `--outputFile=${results}`, '--forceExit', '--maxWorkers=2', '--ci'], { cwd: root, env });
+  if (process.env.RL_UPSTREAM_DEBUG) console.log(out);
+  if (!existsSync(results)) throw new Error(`${name}: jest wrote no results:\n${out.slice(-4000)}`);
+  const json = JSON.parse(readFileSync(results, 'utf8'));
+  const tests = [];
+  for (const file of json.testResults) {
+    const base = file.name.slice(root.length + 1);
+    if (!file.assertionResults.length) tests.push({ name: `${base}`, status: 'failed', error: file.message });
+    for (const a of file.assertionResults) {
+      tests.push({ name: `${base} > ${a.fullName}`, status: a.status === 'pending' ? 'skipped' : a.status, error: a.failureMessages?.[0] });
+    }
+  }
+  return tests;
+}
+
+async function runNodeTest(name, suite, root, env) {
+  const results = join(root, 'results.jsonl');
+  const { out } = await run('node', ['--test', '--test-concurrency=1', '--test-timeout=60000',
+    `--test-reporter=${join(here, 'shims/node-test-reporter.mjs')}`, `--test-reporter-destination=${results}`,
+    ...(suite.files ?? ['test/']).map(String)],
+  { cwd: root, env: { ...env, RL_UPSTREAM_ROOT: root, NODE_OPTIONS: `--require ${join(here, 'shims/fastify-preload.cjs')}` } });
+  if (!existsSync(results)) throw new Error(`${name}: node --test wrote no results:\n${out.slice(-4000)}`);
+  return readFileSync(results, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    .map((t) => ({ ...t, name: `${t.file} > ${t.name}` }));
+}
+
+async function runSuite(name, server, store, algorithm) {
+  const suite = SUITES[name];
+  const deps = install(name);
+  const root = unpack(suite);
+  try {
+    symlinkSync(join(deps, 'node_modules'), join(root, 'node_modules'));
+    const env = {
+      RL_UPSTREAM_URL: server.url,
+      RL_UPSTREAM_PORT: String(server.port),
+      RL_UPSTREAM_STORE: store,
+      RL_UPSTREAM_ALGORITHM: algorithm ?? '',
+      RL_UPSTREAM_STOCK_STORE: suite.stockStore ?? '',
+    };
+    return await (suite.runner === 'jest' ? runJest : runNodeTest)(name, suite, root, env);
+  } finally {
+    rmSync(dirname(root), { recursive: true, force: true });
+  }
+}
+
+/**
+ * expected-differences.txt: `test name :: why`, one per line; # starts a comment. A line
+ * that starts with `~ ` is a test whose outcome depends on real time on the Redis server
+ * (a key's TTL running out between two requests of a test on a frozen fake clock, which
+ * fails on the stock store too) or on the time of day (where an aligned window ends):
+ * it may pass or fail here.
+ */
+function expected(name) {
+  const file = join(here, name, 'expected-differences.txt');
+  if (!existsSync(file)) return new Map();
+  return new Map(readFileSync(file, 'utf8').split('\n')
+    .filter((l) => l.trim() && !l.startsWith('#'))
+    .map((l) => {
+      const at = l.lastIndexOf(' :: ');
+      if (at < 0) throw new Error(`${file}: "${l}" has no " :: why"`);
+      const either = l.startsWith('~ ');
+      return [l.slice(either ? 2 : 0, at).trim(), { why: l.slice(at + 4).trim(), either }];
+    }));
+}
+
+const count = (tests) => `${tests.filter((t) => t.status === 'passed').length} / ${tests.filter((t) => t.status !== 'skipped').length}`;
+
+const args = process.argv.slice(2);
+const measure = args.includes('--measure');
+const verbose = args.includes('--verbose');
+const names = args.filter((a) => !a.startsWith('--'));
+const chosen = names.length ? names : Object.keys(SUITES);
+for (const n of chosen) if (!SUITES[n]) throw new Error(`unknown suite ${n} (${Object.keys(SUITES).join(', ')})`);
+
+if (!existsSync(upstream)) {
+  console.log(`upstream ${chosen.join(', ')}: skipped, no upstream tarballs at ${upstream} (set RL_UPSTREAM_SRC to a folder holding ${chosen.map((n) => `${SUITES[n].tarball}.tar.gz`).join(', ')})`);
+  process.exit(0);
+}
+const server = await startServer();
+let failed = false;
+try {
+  for (const name of chosen) {
+    const started = Date.now();
+    if (measure) {
+      const row = [];
+      for (const [store, algorithm] of [['stock'], ['ours'], ...(process.env.RL_UPSTREAM_ALGORITHMS ?? SUITES[name].fixedAlgorithm).split(',').map((a) => ['ours', a])]) {
+        const tests = await runSuite(name, server, store, algorithm);
+        row.push(count(tests));
+        if (verbose) for (const t of tests) if (t.status === "failed") console.log(`  ${store}${algorithm ? ` ${algorithm}` : ""} FAIL ${t.name}\n     ${String(t.error ?? "").split("\n").slice(0, 8).join("\n     ")}`);
+      }
+      console.log(`| ${name} | ${row.join(' | ')} |  (${((Date.now() - started) / 1000).toFixed(0)} s)`);
+      continue;
+    }
+    const tests = await runSuite(name, server, 'ours');
+    const listed = expected(name);
+    const seen = new Set(tests.map((t) => t.name));
+    const problems = [];
+    for (const t of tests) {
+      if (t.status === 'failed' && !listed.has(t.name)) problems.push(`FAILED, not listed: ${t.name}\n      ${String(t.error ?? '').split('\n').slice(0, 6).join('\n      ')}`);
+      if (t.status === 'passed' && listed.has(t.name) && !listed.get(t.name).either) problems.push(`PASSED, but listed (remove it from expected-differences.txt): ${t.name}`);
+    }
+    for (const n of listed.keys()) if (!seen.has(n)) problems.push(`listed, but no such test ran: ${n}`);
+    const secs = ((Date.now() - started) / 1000).toFixed(0);
+    console.log(`upstream ${name}: ${count(tests)} passed, ${listed.size} expected differences, ${problems.length ? 'FAILED' : 'ok'} (${secs} s)`);
+    for (const p of problems) console.log(`  ${p}`);
+    if (problems.length) failed = true;
+  }
+} finally {
+  await server.stop();
+}
+process.exit(failed ? 1 : 0);
