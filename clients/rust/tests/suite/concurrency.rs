@@ -76,15 +76,16 @@ async fn lease_calls() {
         (true, 0, 0, 10_000)
     );
     // RELEASE answers as PEEK: what an acquire of a new id would get now (a slot, none
-    // left after it, the new lease's whole ttl), and PEEK writes nothing.
+    // left after it), with the state's own reset (until "a", the last lease held,
+    // expires at +11 s), and PEEK writes nothing.
     assert_eq!(
         numbers(&rl.release(&limit, "b").await),
-        (true, 0, 0, 10_000)
+        (true, 0, 0, 5_000)
     );
     assert_eq!(leases(&server, &limit.key), 1);
     assert_eq!(
         numbers(&rl.concurrency(&limit, LeaseOp::Peek).await),
-        (true, 0, 0, 10_000)
+        (true, 0, 0, 5_000)
     );
     assert_eq!(leases(&server, &limit.key), 1);
     assert!(
@@ -98,9 +99,10 @@ async fn lease_calls() {
         !lost.allowed && lost.never(),
         "waiting will not bring a lost lease back"
     );
+    // No live lease: an empty limiter's own reset is 0.
     assert_eq!(
         numbers(&rl.concurrency(&limit, LeaseOp::Peek).await),
-        (true, 1, 0, 10_000)
+        (true, 1, 0, 0)
     );
     assert_eq!(
         numbers(&rl.acquire(&limit, "d").await),
@@ -113,7 +115,7 @@ async fn lease_calls() {
     );
     assert_eq!(
         numbers(&rl.concurrency(&limit, LeaseOp::Reset).await),
-        (true, 1, 0, 10_000)
+        (true, 1, 0, 0)
     );
     let exists: u64 = server.query(redis::cmd("EXISTS").arg(&limit.key));
     assert_eq!(exists, 0);
