@@ -294,16 +294,21 @@ fn slidecount_needs_read_on_the_previous_counter_only() {
     assert_eq!(get(&mut admin, &format!("rl:x:{}", SLIDE_N - 1)), Some(1));
 }
 
-/// The README's line, run as written: the user it creates may run all five commands
-/// on `rl:*` keys (derived keys included), and nothing else.
+/// The operations page: where the ACL lines are.
+fn operations_page() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .expect("docs/operations.md")
+}
+
+/// The docs' by-name line (every server), run as written: the user it creates may run
+/// every command the kits send on `rl:*` keys (derived keys included), and nothing else.
 #[test]
 fn readme_acl_line_grants_the_commands() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let line = readme
+    let page = operations_page();
+    let line = page
         .lines()
-        .find(|l| l.trim_start().starts_with("ACL SETUSER app "))
-        .expect("README.md shows an ACL SETUSER line")
+        .find(|l| l.trim_start().starts_with("ACL SETUSER app ") && l.contains("+rl.fixed"))
+        .expect("docs/operations.md shows an ACL SETUSER line that grants by name")
         .trim();
     let words: Vec<&str> = line.split_whitespace().collect();
     let password = words
@@ -332,9 +337,23 @@ fn readme_acl_line_grants_the_commands() {
         format!("RL.SLIDECOUNT rl:cnt:1 5 10 NOW {NOW}"),
         format!("RL.FIXED rl:fixed:1 5 10 NOW {NOW}"),
         format!("RL.GCRA rl:gcra:1 5 10 NOW {NOW}"),
+        format!("RL.CONCURRENCY rl:lease:1 5 10 ACQUIRE id-1 NOW {NOW}"),
     ] {
         assert_eq!(rl(&mut app, &cmd).0, 1, "{cmd} on {version}");
     }
+    let all = format!("RL.ALL 2 FIXED rl:{{a}}:1 5 10 GCRA rl:{{a}}:2 5 10 NOW {NOW}");
+    match query_line(&mut app, &all) {
+        Ok(Value::Array(v)) => assert_eq!(v.first(), Some(&Value::Int(1)), "{all}"),
+        other => panic!("{all} on {version}: {other:?}"),
+    }
+    let throttle: Vec<i64> = redis::cmd("RL.THROTTLE")
+        .arg("rl:throttle:1")
+        .arg(15)
+        .arg(30)
+        .arg(60)
+        .query(&mut app)
+        .unwrap_or_else(|e| panic!("RL.THROTTLE on {version}: {e}"));
+    assert_eq!(throttle[0], 0, "RL.THROTTLE admitted");
     let pseudonym: String = redis::cmd("RL.PSEUDONYM")
         .arg("192.0.2.1")
         .arg("trending")
@@ -358,13 +377,12 @@ fn readme_acl_line_grants_the_commands() {
     assert_eq!(state(&mut admin), before);
 }
 
-/// The patterns README.md suggests for granting a limiter key with its derived keys
+/// The patterns the operations page suggests for granting a limiter key with its derived keys
 /// ("grant `~rl:x*` (or `%W~rl:x*`) instead") each let the user run every limiter on
 /// `rl:x`.
 #[test]
 fn readme_suggested_patterns_grant_the_limiters() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = operations_page();
     let patterns: Vec<&str> = readme
         .split('`')
         .skip(1)
