@@ -985,3 +985,52 @@ fn slidecount_first_window_has_no_previous_window() {
     assert_eq!((peek.0, peek.1), (1, 0), "4 of 5 spent, yet {peek:?}");
     assert!(s.alive());
 }
+
+/// One mistake, one text, whichever command makes it: a NOW without its value, and a
+/// COST on a lease (RL.CONCURRENCY's own command says what RL.ALL says).
+#[test]
+fn the_same_mistake_gets_the_same_words_on_every_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let line = |c: &mut Connection, text: &str| {
+        let args: Vec<Vec<u8>> = text.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        err_line(c, &args)
+    };
+    // Live state on every key the calls name.
+    for call in [
+        format!("RL.FIXED k 5 60 NOW {NOW}"),
+        format!("RL.THROTTLE t 1 2 3 NOW {NOW}"),
+        format!("RL.CONCURRENCY l 5 10 ACQUIRE y NOW {NOW}"),
+    ] {
+        let args: Vec<Vec<u8>> = call.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        query(&mut c, &args).unwrap_or_else(|e| panic!("{call}: {e}"));
+    }
+    let before = snapshot(&mut c);
+    for text in [
+        "RL.FIXED k 5 60 NOW",
+        "RL.SLIDECOUNT k 5 60 NOW",
+        "RL.SLIDELOG k 5 60 NOW",
+        "RL.GCRA k 5 60 NOW",
+        "RL.ALL 1 FIXED k 5 60 NOW",
+        "RL.CONCURRENCY l 5 10 ACQUIRE x NOW",
+        "RL.THROTTLE t 1 2 3 4 NOW",
+        "RL.THROTTLE t 1 2 3 NOW",
+        "RL.THROTTLE t 1 2 3 now",
+    ] {
+        assert_eq!(
+            line(&mut c, text),
+            "ERR syntax error: NOW needs a value",
+            "{text}"
+        );
+    }
+    let lease_cost = line(&mut c, "RL.ALL 1 CONCURRENCY l 5 10 COST 2 LEASE x");
+    assert!(lease_cost.contains("a lease is one slot"), "{lease_cost}");
+    for text in [
+        "RL.CONCURRENCY l 5 10 ACQUIRE x COST 2",
+        "RL.CONCURRENCY l 5 10 COST 2 ACQUIRE x",
+        "RL.CONCURRENCY l 5 10 HEARTBEAT x cost 1",
+    ] {
+        assert_eq!(line(&mut c, text), lease_cost, "{text}");
+    }
+    assert_eq!(snapshot(&mut c), before, "a refused call wrote");
+}

@@ -447,9 +447,8 @@ impl Phase {
                 Asm::Redis,
                 "accumulate-buffer" | "ready-to-stream" | "streaming-buffer" | "wait-stream-eof",
             ) => Phase::Halfway,
-            (Asm::Redis, "takeover") | (Asm::Valkey, "waiting-to-pause" | "paused" | "failover-granted") => {
-                Phase::Finishing
-            }
+            (Asm::Redis, "takeover")
+            | (Asm::Valkey, "waiting-to-pause" | "paused" | "failover-granted") => Phase::Finishing,
             _ => Phase::Starting,
         }
     }
@@ -835,7 +834,11 @@ fn migrate_under_traffic(cluster: &AsmCluster, cancel: bool) -> Moved {
                 moved.served_during = router.served;
                 assert_eq!(
                     phase,
-                    if cancel { Phase::Cancelled } else { Phase::Done },
+                    if cancel {
+                        Phase::Cancelled
+                    } else {
+                        Phase::Done
+                    },
                     "the migration ended as {state}"
                 );
             }

@@ -173,6 +173,10 @@ impl Algorithm for Concurrency {
         let mut operation: Option<(Mode, Option<usize>)> = None;
         let mut at = 2;
         while let Some(word) = args.get(at) {
+            // RL.ALL's limits take COST; a lease here is one slot too, and says so.
+            if word.eq_ignore_ascii_case(b"COST") {
+                return Err(Error::LeaseCost);
+            }
             let name = ["ACQUIRE", "RELEASE", "HEARTBEAT", "PEEK", "RESET", "NOW"]
                 .into_iter()
                 .find(|n| word.eq_ignore_ascii_case(n.as_bytes()))
@@ -417,7 +421,8 @@ mod tests {
                 Error::ConflictingLeaseOperations,
             ),
             ("5 30 PEEK RESET", Error::ConflictingLeaseOperations),
-            ("5 30 PEEK COST 2", Error::UnknownOption("COST".into())),
+            ("5 30 PEEK COST 2", Error::LeaseCost),
+            ("5 30 ACQUIRE x cost 2", Error::LeaseCost),
             ("5", Error::WrongArity("rl.concurrency")),
         ] {
             assert_eq!(parse(line).err(), Some(e), "{line}");

@@ -217,6 +217,10 @@ impl Algorithm for Throttle {
                 set_once(&mut now, "NOW", parse_now(t)?)?;
                 (rest, now)
             }
+            // A trailing NOW without its value, as every other command says it.
+            [.., word] if word.eq_ignore_ascii_case(b"NOW") => {
+                return Err(Error::MissingValue("NOW"))
+            }
             _ => (args, None),
         };
         let (burst, count, period, quantity) = match positional {
@@ -361,6 +365,13 @@ mod tests {
             );
         }
         assert_eq!(parse("5 1").err(), Some(Error::WrongArity("rl.throttle")));
+        for line in ["5 1 3 1 NOW", "5 1 3 now"] {
+            assert_eq!(
+                parse(line).err(),
+                Some(Error::MissingValue("NOW")),
+                "{line}"
+            );
+        }
         assert_eq!(
             parse("5 1 3 1 PEEK").err(),
             Some(Error::UnknownOption("PEEK".into()))
