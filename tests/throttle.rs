@@ -681,3 +681,74 @@ fn only_admitted_calls_touch_a_watched_key() {
         "a denial"
     );
 }
+
+/// A NOW long after the stored TAT (the server clock has not got there, so the key is
+/// still stored): RL.THROTTLE answers what CL.THROTTLE answers once the clock is there
+/// and redis-cell's key has expired; `remaining` stays within what redis-cell can say.
+#[test]
+fn a_now_past_the_stored_tat_answers_as_redis_cell_once_its_key_expired() {
+    let mut clock = Clock::new();
+    let Some(s) = with_cell(&clock) else {
+        return;
+    };
+    if !modules_on_fake_clock(&s, &clock) {
+        return;
+    }
+    let mut c = s.conn();
+    let mut rng = StdRng::seed_from_u64(0x1d1e);
+    let mut compared = 0;
+    for scenario in 0..200 {
+        let (burst, count, period) = random_rate(&mut rng);
+        let interval_us = period * 1_000_000 / count;
+        let (a, b) = (format!("cell:{scenario}"), format!("rl:{scenario}"));
+        for _ in 0..rng.gen_range(1..=burst.min(20) + 2) {
+            let q = rng.gen_range(1..=2);
+            let args = format!("{burst} {count} {period} {q}");
+            let cell = throttle(&mut c, &format!("CL.THROTTLE {a} {args}"));
+            assert_eq!(throttle(&mut c, &format!("RL.THROTTLE {b} {args}")), cell);
+        }
+        let Some(tat_ns) = get(&mut c, &b).map(|t| t.parse::<u64>().unwrap()) else {
+            continue;
+        };
+        // An instant in a millisecond after the TAT's, up to days later.
+        let at = (tat_ns / 1_000_000 + 1) * 1000
+            + match rng.gen_range(0..3) {
+                0 => rng.gen_range(0..1000),
+                1 => interval_us * rng.gen_range(1..=5),
+                _ => rng.gen_range(1..=2 * 86_400_000_000),
+            };
+        let quantity = match rng.gen_range(0..4) {
+            0 => 0,
+            1 => 1,
+            2 => rng.gen_range(1..=burst + 1),
+            _ => burst + rng.gen_range(2..=5),
+        };
+        let args = format!("{burst} {count} {period} {quantity}");
+        let ours = throttle(&mut c, &format!("RL.THROTTLE {b} {args} NOW {at}"));
+        clock.set(at);
+        assert_eq!(
+            get(&mut c, &a),
+            None,
+            "redis-cell's key should have expired"
+        );
+        let cell = throttle(&mut c, &format!("CL.THROTTLE {a} {args}"));
+        assert_eq!(ours, cell, "scenario {scenario} at {at}: {args}");
+        // And what a fresh key answers at that instant: nothing of the old TAT is left
+        // to raise `remaining` (redis-cell's whole-µs arithmetic may itself say up to
+        // about twice max_burst + 1 for intervals of a few µs).
+        let fresh = throttle(
+            &mut c,
+            &format!("RL.THROTTLE fresh:{scenario} {args} NOW {at}"),
+        );
+        assert_eq!(ours, fresh, "scenario {scenario} at {at}: {args}");
+        compared += 1;
+        let _: i64 = redis::cmd("DEL")
+            .arg(&a)
+            .arg(&b)
+            .arg(format!("fresh:{scenario}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    assert!(compared > 150, "{compared}");
+    eprintln!("{compared} calls with a NOW past the stored TAT, 0 differences");
+}
