@@ -248,7 +248,7 @@ fn rl_throttle_gets_oom_where_redis_cell_keeps_writing_and_quantity_zero_answers
     for line in [
         format!("RL.THROTTLE t 4 1 60 NOW {NOW}"),
         format!("RL.THROTTLE t 4 1 60 2 NOW {NOW}"),
-        format!("RL.THROTTLE t 4 1 60"),
+        "RL.THROTTLE t 4 1 60".to_string(),
         format!("RL.THROTTLE new 4 1 60 NOW {NOW}"),
     ] {
         assert_eq!(err_line(&mut c, &line), OOM, "{line}");
