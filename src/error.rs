@@ -82,6 +82,9 @@ pub enum Error {
     #[error("ERR limiter key '{0}' does not hold a non-negative integer")]
     NotACounter(String),
 
+    #[error("ERR limiter key '{0}' does not hold {1}")]
+    OutOfLayout(String, &'static str),
+
     #[error("ERR limiter key '{0}' holds a value that would overflow")]
     Overflow(String),
 

@@ -419,3 +419,87 @@ fn readme_suggested_patterns_grant_the_limiters() {
         }
     }
 }
+
+/// `ACL LOG` as one map per entry (field → value, integers as text), newest first.
+fn acl_log(admin: &mut Connection) -> Vec<std::collections::BTreeMap<String, String>> {
+    let entries: Vec<Value> = redis::cmd("ACL").arg("LOG").query(admin).expect("ACL LOG");
+    let text = |v: &Value| match v {
+        Value::Int(n) => n.to_string(),
+        other => redis::from_redis_value::<String>(other).unwrap_or_default(),
+    };
+    entries
+        .iter()
+        .map(|e| match e {
+            Value::Array(flat) => flat
+                .chunks(2)
+                .filter_map(|p| match p {
+                    [k, v] => Some((text(k), text(v))),
+                    _ => None,
+                })
+                .collect(),
+            Value::Map(pairs) => pairs.iter().map(|(k, v)| (text(k), text(v))).collect(),
+            other => panic!("an ACL LOG entry: {other:?}"),
+        })
+        .collect()
+}
+
+/// A derived key the module refuses shows in `ACL LOG` as the server's own refusals
+/// do: reason `key`, context `module`, the derived key as the object, the user, and
+/// the command in the client info. (Redis 7.0 has no `ACLAddLogEntryByUserName`:
+/// there the call is refused all the same, and the test reports itself skipped.)
+#[test]
+fn refused_derived_keys_are_in_the_acl_log() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    populate(&mut admin);
+    setuser(
+        &mut admin,
+        "audited",
+        &["~rl:x", "%R~rl:x:*", "+rl.fixed", "+rl.slidecount"],
+    );
+    let mut u = login(&s, "audited");
+    let _: () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let refusals = [
+        ("rl.fixed", format!("RL.FIXED rl:x 5 10 NOW {NOW}"), FIXED_N),
+        (
+            "rl.slidecount",
+            format!("RL.SLIDECOUNT rl:x 5 10 NOW {NOW}"),
+            SLIDE_N,
+        ),
+    ];
+    for (_, line, derived) in &refusals {
+        let e = refused(&mut u, line);
+        assert!(e.contains(&format!("'rl:x:{derived}'")), "{line}: {e}");
+    }
+    // A read the user may make (PEEK, read-only derived keys) logs nothing.
+    query(&mut u, &format!("RL.FIXED rl:x 5 10 NOW {NOW} PEEK")).expect("PEEK");
+    let log = acl_log(&mut admin);
+    let info: String = redis::cmd("INFO").arg("server").query(&mut admin).unwrap();
+    if info.contains("redis_version:7.0.") && !info.contains("valkey_version") {
+        assert!(log.is_empty(), "{log:?}");
+        skipped("Redis 7.0 has no RedisModule_ACLAddLogEntryByUserName: refusals are not in its ACL LOG");
+        return;
+    }
+    eprintln!("ACL LOG:");
+    for entry in &log {
+        eprintln!("  {entry:?}");
+    }
+    assert_eq!(log.len(), refusals.len(), "{log:?}");
+    // Newest first.
+    for (entry, (command, _, derived)) in log.iter().zip(refusals.iter().rev()) {
+        let field = |name: &str| entry.get(name).map(String::as_str).unwrap_or("");
+        assert_eq!(field("reason"), "key", "{entry:?}");
+        assert_eq!(field("context"), "module", "{entry:?}");
+        assert_eq!(field("object"), format!("rl:x:{derived}"), "{entry:?}");
+        assert_eq!(field("username"), "audited", "{entry:?}");
+        assert_eq!(field("count"), "1", "{entry:?}");
+        assert!(
+            field("client-info").contains(&format!("cmd={command}")),
+            "{entry:?}"
+        );
+    }
+}

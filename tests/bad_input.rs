@@ -671,7 +671,8 @@ fn counters_at_the_top_of_i64_never_wrap() {
                         let args = call(cmd, base.as_bytes(), limit, window, &options);
                         let what = show(&args);
                         // Either the request is denied (the counter is far above any
-                        // limit) or refused as an overflow; never admitted, never wrapped.
+                        // limit) or refused: as an overflow, or as a counter beyond any
+                        // limit (no layout's); never admitted, never wrapped.
                         match query(&mut c, &args) {
                             Ok(v) => {
                                 let (allowed, remaining, _, _): Reply = redis::from_redis_value(&v)
@@ -681,7 +682,11 @@ fn counters_at_the_top_of_i64_never_wrap() {
                             Err(e) => {
                                 assert_eq!(e.code(), Some("ERR"), "{what}: {e}");
                                 let detail = e.detail().unwrap_or("").to_ascii_lowercase();
-                                assert!(detail.contains("overflow"), "{what}: {e}");
+                                assert!(
+                                    detail.contains("overflow")
+                                        || detail.contains("does not hold a window counter"),
+                                    "{what}: {e}"
+                                );
                             }
                         }
                         assert!(
@@ -986,4 +991,163 @@ fn slidecount_first_window_has_no_previous_window() {
     let peek = rl(&mut c, &format!("{line} PEEK"));
     assert_eq!((peek.0, peek.1), (1, 0), "4 of 5 spent, yet {peek:?}");
     assert!(s.alive());
+}
+
+/// One mistake, one text, whichever command makes it: a NOW without its value, and a
+/// COST on a lease (RL.CONCURRENCY's own command says what RL.ALL says).
+#[test]
+fn the_same_mistake_gets_the_same_words_on_every_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let line = |c: &mut Connection, text: &str| {
+        let args: Vec<Vec<u8>> = text.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        err_line(c, &args)
+    };
+    // Live state on every key the calls name.
+    for call in [
+        format!("RL.FIXED k 5 60 NOW {NOW}"),
+        format!("RL.THROTTLE t 1 2 3 NOW {NOW}"),
+        format!("RL.CONCURRENCY l 5 10 ACQUIRE y NOW {NOW}"),
+    ] {
+        let args: Vec<Vec<u8>> = call.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        query(&mut c, &args).unwrap_or_else(|e| panic!("{call}: {e}"));
+    }
+    let before = snapshot(&mut c);
+    for text in [
+        "RL.FIXED k 5 60 NOW",
+        "RL.SLIDECOUNT k 5 60 NOW",
+        "RL.SLIDELOG k 5 60 NOW",
+        "RL.GCRA k 5 60 NOW",
+        "RL.ALL 1 FIXED k 5 60 NOW",
+        "RL.CONCURRENCY l 5 10 ACQUIRE x NOW",
+        "RL.THROTTLE t 1 2 3 4 NOW",
+        "RL.THROTTLE t 1 2 3 NOW",
+        "RL.THROTTLE t 1 2 3 now",
+    ] {
+        assert_eq!(
+            line(&mut c, text),
+            "ERR syntax error: NOW needs a value",
+            "{text}"
+        );
+    }
+    let lease_cost = line(&mut c, "RL.ALL 1 CONCURRENCY l 5 10 COST 2 LEASE x");
+    assert!(lease_cost.contains("a lease is one slot"), "{lease_cost}");
+    for text in [
+        "RL.CONCURRENCY l 5 10 ACQUIRE x COST 2",
+        "RL.CONCURRENCY l 5 10 COST 2 ACQUIRE x",
+        "RL.CONCURRENCY l 5 10 HEARTBEAT x cost 1",
+    ] {
+        assert_eq!(line(&mut c, text), lease_cost, "{text}");
+    }
+    assert_eq!(snapshot(&mut c), before, "a refused call wrote");
+}
+
+/// A value beyond its layout's range is another layout's (CL.THROTTLE's nanoseconds
+/// read by RL.GCRA as microseconds answered a 57,000-year wait): refused with
+/// `does not hold`, PEEK included, and nothing written.
+#[test]
+fn values_beyond_their_layout_are_refused_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let run = |c: &mut Connection, text: &str| {
+        let args: Vec<Vec<u8>> = text.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        query(c, &args)
+    };
+    let set = |c: &mut Connection, key: &[u8], value: &str| {
+        let _: () = redis::cmd("SET").arg(key).arg(value).query(c).unwrap();
+    };
+    run(&mut c, "RL.THROTTLE cell 1 2 60").expect("RL.THROTTLE");
+    // Past NOW's ceiling plus the longest window (2^53 - 1 + 10 years in µs).
+    set(&mut c, b"gcra:2266", "9322559254740992");
+    set(
+        &mut c,
+        &fixed_key(b"fix", NOW, WINDOW_MS),
+        "1000000000000001",
+    );
+    set(
+        &mut c,
+        &slidecount_key(b"cnt", NOW, WINDOW_MS, 1),
+        "1000000000000001",
+    );
+    set(&mut c, b"gcra:ok", &(NOW + 1_000_000).to_string());
+    set(&mut c, b"cell:ok", &(u64::MAX / 2).to_string());
+    let before = snapshot(&mut c);
+    for (call, key, holds) in [
+        (
+            format!("RL.GCRA cell 5 60 NOW {NOW}"),
+            "cell",
+            "GCRA arrival time",
+        ),
+        (
+            format!("RL.GCRA gcra:2266 5 60 NOW {NOW}"),
+            "gcra:2266",
+            "GCRA arrival time",
+        ),
+        (
+            format!("RL.ALL 1 GCRA cell 5 60 NOW {NOW}"),
+            "cell",
+            "GCRA arrival time",
+        ),
+        (
+            format!("RL.FIXED fix 5 {WINDOW} NOW {NOW}"),
+            "fix:",
+            "window counter",
+        ),
+        (
+            format!("RL.SLIDECOUNT cnt 5 {WINDOW} NOW {NOW}"),
+            "cnt:",
+            "window counter",
+        ),
+    ] {
+        for call in [call.clone(), format!("{call} PEEK")] {
+            let e = run(&mut c, &call).expect_err(&call);
+            let text = format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or(""));
+            assert!(
+                text.starts_with(&format!("ERR limiter key '{key}"))
+                    && text.contains(&format!("does not hold a {holds}")),
+                "{call}: {text}"
+            );
+            assert_eq!(snapshot(&mut c), before, "{call} wrote");
+        }
+    }
+    // Values inside their layouts are read as before: a GCRA TAT 1 s ahead, a
+    // nanosecond TAT far ahead (denied, nothing spent).
+    let r = run(&mut c, &format!("RL.GCRA gcra:ok 1 1 NOW {NOW} PEEK")).unwrap();
+    assert_eq!(redis::from_redis_value::<Reply>(&r).unwrap().0, 0);
+    let r = run(&mut c, &format!("RL.THROTTLE cell:ok 1 2 60 NOW {NOW}")).unwrap();
+    assert_eq!(
+        redis::from_redis_value::<(i64, i64, i64, i64, i64)>(&r)
+            .unwrap()
+            .0,
+        1
+    );
+    // RL.GCRA never stores a TAT past the ceiling it reads.
+    let e = run(
+        &mut c,
+        "RL.GCRA far 1 315360000 BURST 2 COST 2 NOW 9007199254740991",
+    )
+    .expect_err("far");
+    assert!(e.to_string().contains("overflow"), "{e}");
+    assert_eq!(snapshot(&mut c), before);
+}
+
+/// RL.THROTTLE with a NOW long after the stored TAT decides as redis-cell at that
+/// instant (its key would have expired): `remaining` is at most max_burst + 1.
+#[test]
+fn throttle_remaining_stays_within_the_burst_after_a_long_idle_now() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let reply = |c: &mut Connection, text: String| -> (i64, i64, i64, i64, i64) {
+        let args: Vec<Vec<u8>> = text.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        redis::from_redis_value(&query(c, &args).expect(&text)).unwrap()
+    };
+    reply(&mut c, format!("RL.THROTTLE t 1 1 1 NOW {NOW}"));
+    for gap_s in [1, 60, 86_400] {
+        let at = NOW + gap_s * 1_000_000;
+        // Quantity 3 > max_burst + 1: limited, and the reply is the fresh key's.
+        let stale = reply(&mut c, format!("RL.THROTTLE t 1 1 1 3 NOW {at}"));
+        let fresh = reply(&mut c, format!("RL.THROTTLE fresh 1 1 1 3 NOW {at}"));
+        assert_eq!(stale, fresh, "{gap_s} s later");
+        assert_eq!(stale, (1, 2, 2, -1, 0), "{gap_s} s later");
+    }
 }

@@ -267,7 +267,7 @@ fn bad_input_is_refused_and_changes_nothing() {
         (
             "RL.CONCURRENCY rl:c 2 10 ACQUIRE b COST 2",
             "ERR",
-            "unknown option 'COST'",
+            "a lease is one slot",
         ),
         (
             "RL.CONCURRENCY rl:c 2 10 ACQUIRE b NOW 1764480000",

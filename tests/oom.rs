@@ -216,3 +216,62 @@ fn filling_up_to_maxmemory() {
     );
     assert_eq!((r.0, r.1), (1, 1_000_000 - admitted * 1000 - 1));
 }
+
+/// RL.THROTTLE over `maxmemory` (noeviction): a spending call gets the OOM error and
+/// writes nothing, on an existing key and on a new one, where redis-cell's
+/// CL.THROTTLE keeps creating keys; quantity 0 still answers, from the stored TAT.
+#[test]
+fn rl_throttle_gets_oom_where_redis_cell_keeps_writing_and_quantity_zero_answers() {
+    let cell = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/anchors/redis-cell/libredis_cell.so");
+    let cell = std::env::var_os("RL_REDIS_CELL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or(cell);
+    let with_cell = cell.is_file();
+    let mut extra = vec!["--maxmemory-policy", "noeviction"];
+    let cell_arg = cell.to_string_lossy().into_owned();
+    if with_cell {
+        extra.extend(["--loadmodule", cell_arg.as_str()]);
+    }
+    let s = Server::start_with(&extra);
+    let mut c = s.conn();
+    let throttle = |c: &mut Connection, line: &str| -> (i64, i64, i64, i64, i64) {
+        redis::from_redis_value(&query_line(c, line).unwrap_or_else(|e| panic!("{line}: {e}")))
+            .unwrap()
+    };
+    assert_eq!(
+        throttle(&mut c, &format!("RL.THROTTLE t 4 1 60 NOW {NOW}")).2,
+        4
+    );
+    set_maxmemory(&mut c, 1);
+    let before = state(&mut c);
+    for line in [
+        format!("RL.THROTTLE t 4 1 60 NOW {NOW}"),
+        format!("RL.THROTTLE t 4 1 60 2 NOW {NOW}"),
+        "RL.THROTTLE t 4 1 60".to_string(),
+        format!("RL.THROTTLE new 4 1 60 NOW {NOW}"),
+    ] {
+        assert_eq!(err_line(&mut c, &line), OOM, "{line}");
+        assert_eq!(state(&mut c), before, "{line} changed something");
+    }
+    assert_eq!(
+        throttle(&mut c, &format!("RL.THROTTLE t 4 1 60 0 NOW {NOW}")),
+        (0, 5, 4, -1, 60)
+    );
+    assert_eq!(
+        throttle(&mut c, &format!("RL.THROTTLE new 4 1 60 0 NOW {NOW}")),
+        (0, 5, 5, -1, 0)
+    );
+    assert_eq!(state(&mut c), before);
+    if !with_cell {
+        skipped(&format!(
+            "the redis-cell half: no {} (set RL_REDIS_CELL to libredis_cell.so)",
+            cell.display()
+        ));
+        return;
+    }
+    // redis-cell is not refused: it creates a key over maxmemory.
+    throttle(&mut c, "CL.THROTTLE cell:new 4 1 60");
+    let exists: i64 = redis::cmd("EXISTS").arg("cell:new").query(&mut c).unwrap();
+    assert_eq!(exists, 1, "CL.THROTTLE wrote nothing over maxmemory");
+}

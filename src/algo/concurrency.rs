@@ -196,6 +196,10 @@ impl Algorithm for Concurrency {
             if word.eq_ignore_ascii_case(b"BLOCK") {
                 self.check_block()?;
             }
+            // RL.ALL's limits take COST; a lease here is one slot too, and says so.
+            if word.eq_ignore_ascii_case(b"COST") {
+                return Err(Error::LeaseCost);
+            }
             let name = ["ACQUIRE", "RELEASE", "HEARTBEAT", "PEEK", "RESET", "NOW"]
                 .into_iter()
                 .find(|n| word.eq_ignore_ascii_case(n.as_bytes()))
@@ -440,7 +444,8 @@ mod tests {
                 Error::ConflictingLeaseOperations,
             ),
             ("5 30 PEEK RESET", Error::ConflictingLeaseOperations),
-            ("5 30 PEEK COST 2", Error::UnknownOption("COST".into())),
+            ("5 30 PEEK COST 2", Error::LeaseCost),
+            ("5 30 ACQUIRE x cost 2", Error::LeaseCost),
             ("5", Error::WrongArity("rl.concurrency")),
         ] {
             assert_eq!(parse(line).err(), Some(e), "{line}");

@@ -16,7 +16,11 @@ use super::{
     ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, Keys, Spec, Stored, Verdict, Write,
     Writes, BASE_INTEGER, NO_WRITES,
 };
-use crate::args::Window;
+use crate::args::{Window, MAX_NOW_US, MAX_WINDOW_MS};
+
+/// The latest TAT stored or read: NOW's ceiling (2255) plus the longest window, so a
+/// call at NOW's ceiling still spends. Far below CL.THROTTLE's nanoseconds (1.7e18).
+pub const MAX_TAT_US: u64 = MAX_NOW_US + MAX_WINDOW_MS * 1000;
 use crate::error::{Error, Result};
 
 /// The limiter's rate: `limit` units per `window`, `burst` at once.
@@ -186,9 +190,10 @@ fn tat(stored: &[Stored]) -> Option<u64> {
 
 /// Stores `value` as the TAT, expiring when it is reached.
 fn store(value: u128, now: u64) -> Result<Writes> {
+    // Never beyond what a read accepts as a TAT.
     let value = u64::try_from(value)
         .ok()
-        .filter(|&v| i64::try_from(v).is_ok())
+        .filter(|&v| v <= MAX_TAT_US)
         .ok_or(Error::TatOverflow)?;
     Ok([
         Some(Write::SetExpiring {
@@ -208,6 +213,15 @@ impl Algorithm for Gcra {
 
     fn accepts_burst(&self) -> bool {
         true
+    }
+
+    /// A TAT is an instant in µs up to `MAX_TAT_US` (2265); CL.THROTTLE's nanoseconds
+    /// (and anything else past it) are refused, not read as µs.
+    fn integer_layout(&self) -> (u64, &'static str) {
+        (
+            MAX_TAT_US,
+            "a GCRA arrival time (unix microseconds up to 2265; CL.THROTTLE's are nanoseconds)",
+        )
     }
 
     /// The TAT is stored in whole microseconds, so an emission interval below 1 µs

@@ -287,6 +287,16 @@ pub trait Algorithm: Sync {
         false
     }
 
+    /// The largest integer its `Integer` keys can hold on its layout, and what they
+    /// hold, for the error on a value beyond it (a key of another limiter, another
+    /// unit): a window counter never exceeds the largest limit.
+    fn integer_layout(&self) -> (u64, &'static str) {
+        (
+            crate::args::MAX_AMOUNT,
+            "a window counter (an integer up to 1000000000000000)",
+        )
+    }
+
     /// The arguments after the key, for the algorithm's own command. Most share
     /// `<limit> <window> [options]`; a command of another shape parses its own.
     fn parse(&self, command: &'static str, args: &[&[u8]]) -> Result<Request> {

@@ -64,6 +64,11 @@ pub struct Outcome {
 /// redis-cell's `rate_limit` on a stored TAT (`None`: no key) at `now_ns`.
 pub fn decide(tat_ns: Option<u64>, cell: Cell, quantity: u64, now_ns: i128) -> Outcome {
     let increment = cell.interval_ns * i128::from(quantity);
+    // A TAT whose millisecond is before now's: redis-cell's key would be gone (it
+    // expires within the millisecond its TAT is in, or before), so redis-cell would
+    // decide on no key. Only a NOW past the server clock meets one: deciding on it would
+    // raise `remaining` without bound.
+    let tat_ns = tat_ns.filter(|&t| i128::from(t) / 1_000_000 >= now_ns / 1_000_000);
     // A stored TAT may have passed: the key lives to the end of the millisecond its
     // truncated TTL ends in. redis-cell then reports a negative TTL, which raises
     // `remaining` on a denial; kept, so that the replies stay the same.
@@ -120,6 +125,14 @@ impl Algorithm for Throttle {
     /// Its reply is redis-cell's five integers, not the four RL.ALL combines.
     fn joins_all(&self) -> bool {
         false
+    }
+
+    /// redis-cell's TAT: unix nanoseconds in an i64.
+    fn integer_layout(&self) -> (u64, &'static str) {
+        (
+            i64::MAX as u64,
+            "a redis-cell arrival time (unix nanoseconds)",
+        )
     }
 
     fn check(&self, spec: &Spec) -> Result<()> {
@@ -223,6 +236,10 @@ impl Algorithm for Throttle {
                 set_once(&mut now, "NOW", parse_now(t)?)?;
                 (rest, now)
             }
+            // A trailing NOW without its value, as every other command says it.
+            [.., word] if word.eq_ignore_ascii_case(b"NOW") => {
+                return Err(Error::MissingValue("NOW"))
+            }
             _ => (args, None),
         };
         let (burst, count, period, quantity) = match positional {
@@ -318,6 +335,29 @@ mod tests {
         assert_eq!(run(ms(9500), 5), (true, 2, 3, 3));
     }
 
+    /// A TAT long before NOW (an explicit NOW past the server clock) is decided as
+    /// redis-cell decides at that instant, on a key that has expired: `remaining`
+    /// never beyond what a missing key gives (limit 2 answered 62 before).
+    #[test]
+    fn a_tat_in_an_earlier_millisecond_is_a_missing_key() {
+        let c = cell(1, 1, 1);
+        for (gap_ns, q) in [
+            (60 * NS_PER_S, 3),
+            (60 * NS_PER_S, 1),
+            (1_000_000, 3),
+            (86_400 * NS_PER_S, 0),
+        ] {
+            let now = T0_NS + gap_ns;
+            let stale = decide(Some(T0_NS as u64), c, q, now);
+            assert_eq!(stale, decide(None, c, q, now), "{gap_ns} {q}");
+            assert!(stale.remaining <= 2, "{stale:?}");
+        }
+        // Within the TAT's own millisecond the key is still redis-cell's: its negative
+        // TTL is kept, as redis-cell answers it.
+        let inside = decide(Some(T0_NS as u64), c, 3, T0_NS + 999_000);
+        assert_eq!(inside.reset_after_ns, -999_000);
+    }
+
     #[test]
     fn rounding_is_redis_cells() {
         assert_eq!(seconds(100_000_000), 1);
@@ -367,6 +407,13 @@ mod tests {
             );
         }
         assert_eq!(parse("5 1").err(), Some(Error::WrongArity("rl.throttle")));
+        for line in ["5 1 3 1 NOW", "5 1 3 now"] {
+            assert_eq!(
+                parse(line).err(),
+                Some(Error::MissingValue("NOW")),
+                "{line}"
+            );
+        }
         assert_eq!(
             parse("5 1 3 1 PEEK").err(),
             Some(Error::UnknownOption("PEEK".into()))

@@ -76,6 +76,35 @@ pub fn check_key(call: &Call, key: RString, write: bool) -> Result<()> {
     if allowed {
         Ok(())
     } else {
+        log_refusal(call.ctx, key);
         Err(Error::NoPermission(lossy(key)))
+    }
+}
+
+/// Adds the refusal to the server's `ACL LOG`, as the server logs its own refusals of
+/// argument keys, so that an auditor sees derived keys refused too: reason `key`,
+/// context `module`, the key as the object, the command in the client info. Only
+/// where the server has `ACLAddLogEntryByUserName` (Redis 7.2+, Valkey, which copy
+/// the key); on Redis 7.0 the refusal is not logged, the call is refused all the same.
+fn log_refusal(ctx: Ctx, key: RString) {
+    // SAFETY: the user name string is freed here; the server copies the name and the key.
+    unsafe {
+        let (Some(current), Some(log)) = (
+            raw::RedisModule_GetCurrentUserName,
+            raw::RedisModule_ACLAddLogEntryByUserName,
+        ) else {
+            return;
+        };
+        let name = current(ctx);
+        if name.is_null() {
+            return;
+        }
+        log(
+            ctx,
+            name,
+            key,
+            raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_KEY,
+        );
+        free_string(ctx, name);
     }
 }

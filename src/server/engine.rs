@@ -309,10 +309,16 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
         let (value, log) = match key_use.kind {
-            KeyKind::Integer => (
-                key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?,
-                None,
-            ),
+            KeyKind::Integer => {
+                let value = key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?;
+                // A value beyond the layout's range is another layout's (a TAT in
+                // another unit): deciding on it would answer nonsense.
+                let (largest, holds) = a.integer_layout();
+                if value.is_some_and(|v| v > largest) {
+                    return Err(Error::OutOfLayout(lossy(name.ptr()), holds));
+                }
+                (value, None)
+            }
             KeyKind::Log { expired_up_to } => (
                 None,
                 Some(LogState::read(
