@@ -73,7 +73,7 @@ $(VALKEY):
 	$(VALKEY) --version
 
 # Everything: formatting, lints, unit tests, the integration tests against Redis and
-# again against Valkey, then the three client kits' suites.
+# again against Valkey, then the four client kits' suites.
 test: build $(VALKEY) ## everything CI runs: lints, unit and integration tests, the kits
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
