@@ -30,6 +30,8 @@ local MAX_LIMITS = 16
 local MAX_ARGS = 12
 local TRIM_BATCH = 1000
 local I64_MAX = '9223372036854775807'
+-- The latest GCRA TAT stored or read: NOW's ceiling plus the longest window.
+local MAX_TAT_US = '9322559254740991'
 local U64_MAX = '18446744073709551615'
 
 ---------------------------------------------------------------------------------------
@@ -572,7 +574,8 @@ function A.SLIDELOG.refund(st, spec, now)
 end
 
 -- GCRA: the theoretical arrival time in µs at the key, on the lattice ceil(j w / l).
-A.GCRA = { burst = true }
+A.GCRA = { burst = true,
+  layout = { MAX_TAT_US, "a GCRA arrival time (unix microseconds up to 2265; CL.THROTTLE's are nanoseconds)" } }
 function A.GCRA.check(spec)
   if spec.limit > spec.w then
     fail('ERR RL.GCRA spaces requests at least 1 µs apart: limit may not exceed the window in microseconds (' .. str(spec.w) .. ')')
@@ -633,7 +636,8 @@ end
 
 -- The TAT as stored, expiring when it is reached.
 local function gcra_store(value, now)
-  if not within(str(value), I64_MAX) then
+  -- Never beyond what a read accepts as a TAT (2265).
+  if not within(str(value), MAX_TAT_US) then
     fail('ERR RL.GCRA: the arrival time would overflow (BURST x window / limit is too long)')
   end
   return { { op = 'set', key = 1, value = value, ttl = ceil_ms(subsat(value, now)) } }
@@ -724,7 +728,7 @@ function A.CONCURRENCY.refund(st, spec, now)
 end
 
 -- THROTTLE: redis-cell's CL.THROTTLE, its TAT in nanoseconds at the key.
-A.THROTTLE = { burst = true }
+A.THROTTLE = { burst = true, layout = { I64_MAX, 'a redis-cell arrival time (unix nanoseconds)' } }
 local NS = 1000000000
 local function throttle_overflow()
   fail('ERR RL.THROTTLE: the arrival time would overflow (max_burst or quantity x period / count is too long)')
@@ -758,7 +762,11 @@ function A.THROTTLE.decide(st, spec, now)
   local interval, tol = cell(spec)
   local now_ns = mul(now, 1000)
   local increment = mul(interval, spec.cost)
-  local tat = st[1] or now_ns
+  -- A TAT whose millisecond is before now's: redis-cell's key would be gone, so it
+  -- decides on no key (only a NOW past the server clock meets one).
+  local stored = st[1]
+  if stored and cmp((div(stored, 1000000)), (div(now_ns, 1000000))) < 0 then stored = nil end
+  local tat = stored or now_ns
   local new_tat = add(max(tat, now_ns), increment)
   local limited = cmp(add(now_ns, tol), new_tat) < 0
   local retry = -1
@@ -852,6 +860,8 @@ local function parse_concurrency(command, args, from)
     if name == 'BLOCK' then
       fail('ERR CONCURRENCY does not take BLOCK: a lease is work in flight, not an offence')
     end
+    -- RL.ALL's limits take COST; a lease here is one slot too, and says so.
+    if name == 'COST' then fail('ERR RL.CONCURRENCY: a lease is one slot, COST is not accepted') end
     if #word > 9 or not LEASE_OPS[name] then E_unknown(word) end
     local takes_value = name ~= 'PEEK' and name ~= 'RESET'
     if takes_value and args[i + 1] == nil then E_missing(name) end
@@ -886,6 +896,9 @@ local function parse_throttle(command, args, from)
   if n - from + 1 >= 2 and string.upper(args[n - 1]) == 'NOW' then
     now = parse_now(args[n])
     n = n - 2
+  elseif n >= from and string.upper(args[n]) == 'NOW' then
+    -- A trailing NOW without its value, as every other command says it.
+    E_missing('NOW')
   end
   local count = n - from + 1
   if count > 4 then E_unknown(args[from + 4]) end
@@ -1021,6 +1034,8 @@ local function in_cluster()
   return cluster_mode
 end
 
+local WINDOW_COUNTER = { '1000000000000000', 'a window counter (an integer up to 1000000000000000)' }
+
 local function load(l, now)
   if l.algo.check then l.algo.check(l.spec) end
   l.uses = l.algo.keys(l.spec, l.key, now)
@@ -1030,7 +1045,13 @@ local function load(l, now)
   end
   local st = {}
   for i, u in ipairs(l.uses) do
-    if u.kind == 'int' then st[i] = read_counter(u.name)
+    if u.kind == 'int' then
+      st[i] = read_counter(u.name)
+      -- A value beyond the layout's range is another layout's (a TAT in another unit).
+      local layout = l.algo.layout or WINDOW_COUNTER
+      if st[i] and not within(str(st[i]), layout[1]) then
+        fail("ERR limiter key '" .. u.name .. "' does not hold " .. layout[2])
+      end
     else st[i] = read_log(u.name, u.cutoff, l.member) end
   end
   l.st = st
