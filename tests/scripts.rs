@@ -1304,8 +1304,15 @@ fn a_tat_past_the_layout_is_refused_by_both() {
             cmd_for(&shas, &call, Impl::Script, 's'),
         ],
     );
-    assert!(r[0].contains("does not hold a GCRA arrival time"), "{}", r[0]);
-    assert_eq!(r[0].replace("{h}:m", "{h}:X"), r[1].replace("{h}:s", "{h}:X"));
+    assert!(
+        r[0].contains("does not hold a GCRA arrival time"),
+        "{}",
+        r[0]
+    );
+    assert_eq!(
+        r[0].replace("{h}:m", "{h}:X"),
+        r[1].replace("{h}:s", "{h}:X")
+    );
 }
 
 /// In a cluster both refuse a per-window limiter on a key without a hash tag (its
