@@ -52,13 +52,8 @@ build: deps ## build the module (target/release/libredis_rl.so)
 # never committed) if it does not exist.
 RL_SECRET_FILE ?= .tools/rl-secret
 run: build ## start Redis with the module in the foreground (Ctrl-C stops it)
-	@if [ -n "$${RL_SECRET:-}" ]; then \
-	  echo "RL.PSEUDONYM's secret: RL_SECRET from the environment"; \
-	  exec redis-server redis.conf; \
-	else \
-	  tools/local-secret.sh $(RL_SECRET_FILE) && \
-	  exec redis-server redis.conf --rl.secret-file $(abspath $(RL_SECRET_FILE)); \
-	fi
+	@tools/local-secret.sh $(RL_SECRET_FILE)
+	redis-server redis.conf $(if $(RL_SECRET),,--rl.secret-file $(abspath $(RL_SECRET_FILE)))
 
 # A terminal view of `make run`'s server (or any: `make top TOP_ARGS="-p 6380"`): decisions
 # per second from INFO rl and the most-denied keys from RL.TOP, every second; Ctrl-C stops.
