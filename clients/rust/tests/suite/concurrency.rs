@@ -78,10 +78,7 @@ async fn lease_calls() {
     // RELEASE answers as PEEK: what an acquire of a new id would get now (a slot, none
     // left after it), with the state's own reset (until "a", the last lease held,
     // expires at +11 s), and PEEK writes nothing.
-    assert_eq!(
-        numbers(&rl.release(&limit, "b").await),
-        (true, 0, 0, 5_000)
-    );
+    assert_eq!(numbers(&rl.release(&limit, "b").await), (true, 0, 0, 5_000));
     assert_eq!(leases(&server, &limit.key), 1);
     assert_eq!(
         numbers(&rl.concurrency(&limit, LeaseOp::Peek).await),
