@@ -4,70 +4,10 @@
 //! Everything is validated here, before a command touches a key, so that a bad
 //! argument can never leave a half-done write behind.
 
-use crate::algo::block::{Block, Growth};
-use crate::algo::{Algorithm, Mode, Spec};
 use crate::error::{Error, Result};
-
-/// Largest `limit`, `COST` and `BURST`. Far beyond any real budget, and small enough
-/// that every product the limiters compute fits comfortably in 128 bits.
-pub const MAX_AMOUNT: u64 = 1_000_000_000_000_000;
-
-/// Largest window: ten years. Keeps `now + 2 * window` far from overflowing.
-pub const MAX_WINDOW_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
-
-/// 1973-01-01T00:00:00Z in microseconds. Anything smaller is almost surely a clock
-/// read in seconds or milliseconds, which would silently break every window.
-pub const MIN_NOW_US: u64 = 94_694_400_000_000;
-
-/// 2^53 - 1 (in the year 2255): the largest timestamp a sorted-set score (a double)
-/// holds exactly, so that SLIDELOG entries keep their exact microsecond.
-pub const MAX_NOW_US: u64 = (1 << 53) - 1;
-
-/// A window length. Always a whole number of milliseconds (the units the command
-/// accepts), kept in microseconds because that is the limiters' clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    ms: u64,
-}
-
-impl Window {
-    #[cfg(test)]
-    pub const TEN_SECONDS: Window = Window { ms: 10_000 };
-
-    pub fn from_ms(ms: u64) -> Result<Window> {
-        if ms == 0 || ms > MAX_WINDOW_MS {
-            return Err(Error::BadWindow {
-                max_ms: MAX_WINDOW_MS,
-            });
-        }
-        Ok(Window { ms })
-    }
-
-    pub fn ms(self) -> u64 {
-        self.ms
-    }
-
-    pub fn us(self) -> u64 {
-        // Cannot overflow: ms <= MAX_WINDOW_MS.
-        self.ms * 1000
-    }
-
-    /// Windows given in whole seconds name their keys in seconds, as the scripts do.
-    pub fn whole_seconds(self) -> bool {
-        self.ms.is_multiple_of(1000)
-    }
-}
-
-/// The parsed arguments of one limiter call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    pub spec: Spec,
-    /// Explicit decision time in unix microseconds; `None` means the server clock.
-    pub now: Option<u64>,
-    pub mode: Mode,
-    /// Position (among the parsed arguments) of the member the call names: a lease id.
-    pub member: Option<usize>,
-}
+use crate::limit::{
+    Block, Growth, Mode, Request, Spec, Window, MAX_AMOUNT, MAX_NOW_US, MAX_WINDOW_MS, MIN_NOW_US,
+};
 
 /// Parses `<limit> <window> [options...]` (the arguments after the key).
 pub fn parse_limiter(
@@ -195,18 +135,28 @@ fn set_mode(mode: &mut Option<Mode>, name: &'static str) -> Result<()> {
 /// MAX_LOG_COST members added, so the call's work stays bounded.
 pub const MAX_LIMITS: u64 = 16;
 
+/// What RL.ALL's parser must know of the algorithm a limit names. The parser sits
+/// below the algorithms, so it asks through this rather than naming them.
+pub trait Named: Copy {
+    fn accepts_burst(&self) -> bool;
+    /// Whether a limit of it may take `BLOCK` (else the error why not).
+    fn check_block(&self) -> Result<()>;
+    /// Whether it names a member (CONCURRENCY's lease).
+    fn uses_member(&self) -> bool;
+}
+
 /// One limit of an RL.ALL call.
 #[derive(Clone, Copy)]
-pub struct LimitArgs {
-    pub algorithm: &'static dyn Algorithm,
+pub struct LimitArgs<A> {
+    pub algorithm: A,
     /// Position of its key among the arguments given to `parse_all`.
     pub key: usize,
     pub spec: Spec,
 }
 
 /// A parsed RL.ALL call.
-pub struct AllRequest {
-    pub limits: Vec<LimitArgs>,
+pub struct AllRequest<A> {
+    pub limits: Vec<LimitArgs<A>>,
     pub now: Option<u64>,
     pub mode: Mode,
     /// Position of the `LEASE` id among the arguments, for CONCURRENCY limits.
@@ -216,10 +166,10 @@ pub struct AllRequest {
 /// `RL.ALL <numlimits> <algo> <key> <limit> <window> [BURST b] [COST n] ... [NOW t]
 /// [LEASE id] [PEEK|REFUND|RESET]`, the arguments after the command name.
 /// `algorithm` finds an algorithm by its name.
-pub fn parse_all(
+pub fn parse_all<A: Named>(
     args: &[&[u8]],
-    algorithm: impl Fn(&[u8]) -> Option<&'static dyn Algorithm>,
-) -> Result<AllRequest> {
+    algorithm: impl Fn(&[u8]) -> Option<A>,
+) -> Result<AllRequest<A>> {
     let Some((count, _)) = args.split_first() else {
         return Err(Error::WrongArity("rl.all"));
     };
@@ -306,7 +256,7 @@ pub fn parse_all(
         }
     }
     for (i, a) in limits.iter().enumerate() {
-        let same = |b: &LimitArgs| word(b.key) == word(a.key);
+        let same = |b: &LimitArgs<A>| word(b.key) == word(a.key);
         if limits.iter().skip(i + 1).any(same) {
             return Err(Error::DuplicateKey(lossy(word(a.key).unwrap_or_default())));
         }
@@ -492,6 +442,7 @@ pub fn parse_now(bytes: &[u8]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::Algorithm;
 
     fn parse(args: &[&str]) -> Result<Request> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -700,7 +651,9 @@ mod tests {
             .find(|a| name.eq_ignore_ascii_case(a.name().as_bytes()))
     }
 
-    fn all(args: &str) -> Result<(Vec<LimitArgs>, Option<u64>, Mode)> {
+    type Limits = Vec<LimitArgs<&'static dyn Algorithm>>;
+
+    fn all(args: &str) -> Result<(Limits, Option<u64>, Mode)> {
         let words: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
         parse_all(&words, algorithm).map(|r| (r.limits, r.now, r.mode))
     }

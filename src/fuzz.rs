@@ -5,15 +5,14 @@
 //!
 //! `make test` runs a short pass; `make fuzz` runs a long one (RL_FUZZ_CASES).
 
+use crate::limit::{Block, Growth, Mode, Spec, Window, MAX_AMOUNT};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-use crate::algo::block::{self, Block, Growth, Held};
+use crate::algo::block;
 use crate::algo::slidelog::tests::VecLog;
+use crate::algo::state::{Held, Stored};
 use crate::algo::{fixed, gcra, slidecount, slidelog, Decision};
-use crate::algo::{Spec, Stored};
-use crate::args::{
-    parse_all, parse_counter, parse_limiter, parse_window, Window, MAX_AMOUNT, MAX_LIMITS,
-};
+use crate::args::{parse_all, parse_counter, parse_limiter, parse_window, MAX_LIMITS};
 use crate::layout::{counter_key, fixed_window_name, has_hash_tag, log_member};
 use crate::pseudonym::{canonical_identity, pseudonym};
 
@@ -119,8 +118,8 @@ fn amount(rng: &mut StdRng) -> u64 {
 fn any_window(rng: &mut StdRng) -> Window {
     let ms = match rng.gen_range(0..3) {
         0 => 1,
-        1 => crate::args::MAX_WINDOW_MS,
-        _ => rng.gen_range(1..=crate::args::MAX_WINDOW_MS),
+        1 => crate::limit::MAX_WINDOW_MS,
+        _ => rng.gen_range(1..=crate::limit::MAX_WINDOW_MS),
     };
     Window::from_ms(ms).unwrap_or(Window::TEN_SECONDS)
 }
@@ -128,9 +127,9 @@ fn any_window(rng: &mut StdRng) -> Window {
 /// A decision time as the parser (or the server clock) can give one.
 fn any_now(rng: &mut StdRng) -> u64 {
     match rng.gen_range(0..3) {
-        0 => crate::args::MIN_NOW_US,
-        1 => crate::args::MAX_NOW_US,
-        _ => rng.gen_range(crate::args::MIN_NOW_US..=crate::args::MAX_NOW_US),
+        0 => crate::limit::MIN_NOW_US,
+        1 => crate::limit::MAX_NOW_US,
+        _ => rng.gen_range(crate::limit::MIN_NOW_US..=crate::limit::MAX_NOW_US),
     }
 }
 
@@ -168,10 +167,10 @@ fn parsing_never_panics() {
             assert!(limits.iter().all(|l| l.key < refs.len()));
             assert!(all.lease.is_none_or(|at| at < refs.len()));
             for l in &limits {
-                check_block_args(&l.spec, crate::algo::Mode::Spend);
+                check_block_args(&l.spec, crate::limit::Mode::Spend);
                 assert!(l.spec.block.is_none() || l.algorithm.check_block().is_ok());
             }
-            if all.mode == crate::algo::Mode::Impose {
+            if all.mode == crate::limit::Mode::Impose {
                 assert!(limits.iter().any(|l| l.spec.block.is_some()));
             }
         }
@@ -199,14 +198,14 @@ fn parsing_never_panics() {
 
 /// What the parser lets through for BLOCK: a bound no shorter than the block, and
 /// IMPOSE only with a BLOCK.
-fn check_block_args(spec: &Spec, mode: crate::algo::Mode) {
+fn check_block_args(spec: &Spec, mode: crate::limit::Mode) {
     if let Some(b) = spec.block {
         assert!(b.duration.ms() >= 1);
         if let Growth::Backoff { max } = b.growth {
             assert!(max.ms() >= b.duration.ms());
         }
     }
-    if mode == crate::algo::Mode::Impose {
+    if mode == crate::limit::Mode::Impose {
         assert!(spec.block.is_some());
     }
 }
@@ -216,7 +215,6 @@ fn check_block_args(spec: &Spec, mode: crate::algo::Mode) {
 /// drops a strike, and a backoff's is never past its bound.
 #[test]
 fn blocks_never_panic_and_never_shorten() {
-    use crate::algo::Mode;
     let mut rng = StdRng::seed_from_u64(seed() ^ 3);
     for _ in 0..cases() {
         let duration = any_window(&mut rng);

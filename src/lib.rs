@@ -9,6 +9,7 @@ pub mod error;
 #[cfg(test)]
 mod fuzz;
 pub mod layout;
+pub mod limit;
 pub mod pseudonym;
 pub mod server;
 pub mod top;

@@ -5,87 +5,12 @@
 //! what it replies, and what it writes. The engine reads `<key>:block` before the
 //! limiter's own keys and never opens those while the block holds.
 
-use super::{ceil_ms, Decision, Mode};
-use crate::args::Window;
-use crate::layout::decimal;
+use super::{ceil_ms, Decision};
+use crate::limit::{Block, Growth, Mode};
 
-/// How a block grows when calls keep coming while it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Growth {
-    /// It ends where it started ending.
-    Fixed,
-    /// `EXTEND`: each call restarts it (fastify's `continueExceeding`).
-    Extend,
-    /// `BACKOFF <max>`: the k-th strike makes it end duration × 2^(k−1) later, at
-    /// most `max` (fastify's `exponentialBackoff`).
-    Backoff { max: Window },
-}
-
-/// `BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Block {
-    pub duration: Window,
-    pub growth: Growth,
-    /// Reply with the strikes of the current block, a fifth integer.
-    pub strikes: bool,
-}
-
-impl Block {
-    pub const fn new(duration: Window) -> Block {
-        Block {
-            duration,
-            growth: Growth::Fixed,
-            strikes: false,
-        }
-    }
-
-    /// Whether calls while blocked count strikes (and so write the block key).
-    pub fn counts(&self) -> bool {
-        self.strikes || self.growth != Growth::Fixed
-    }
-}
-
-/// What a block key holds: `<end-µs>`, or `<end-µs>:<strikes>` when counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Held {
-    /// Unix µs; the block holds while now is before it.
-    pub end: u64,
-    pub strikes: u64,
-}
+use super::state::Held;
 
 impl Held {
-    /// `None` when the bytes are not a block (a foreign writer's value).
-    pub fn parse(value: &[u8]) -> Option<Held> {
-        let (end, strikes) = match value.iter().position(|&b| b == b':') {
-            Some(at) => (value.get(..at)?, Some(value.get(at + 1..)?)),
-            None => (value, None),
-        };
-        Some(Held {
-            end: crate::args::parse_u64(end)?,
-            // A block written without a count was started by one denial.
-            strikes: match strikes {
-                Some(s) => crate::args::parse_u64(s)?,
-                None => 1,
-            },
-        })
-    }
-
-    /// The value to store: with the count when `counted`, or when it is not the one
-    /// a missing count reads as (IMPOSE's 0).
-    pub fn format(self, counted: bool) -> Vec<u8> {
-        let mut out = decimal(self.end, &mut [0; 20]).to_vec();
-        if counted || self.strikes != 1 {
-            out.push(b':');
-            out.extend_from_slice(decimal(self.strikes, &mut [0; 20]));
-        }
-        out
-    }
-
-    /// Whether the block still holds at `now`.
-    pub fn holds(self, now: u64) -> bool {
-        self.end > now
-    }
-
     /// What every call while blocked replies: denied, nothing left, and back to the
     /// full budget when the block ends (it cleared the limiter's state when it began).
     pub fn decision(self, now: u64) -> Decision {
@@ -139,6 +64,7 @@ fn backoff(duration: u64, strikes: u64, max: u64) -> u64 {
 mod tests {
     use super::*;
     use crate::algo::decision as d;
+    use crate::limit::Window;
 
     const T0: u64 = 1_764_480_000_000_000;
     const S: u64 = 1_000_000;

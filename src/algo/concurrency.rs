@@ -6,13 +6,16 @@
 //! its own lease and renews it instead of taking a second slot. Everything is
 //! decided on one clock, the call's now.
 
-use super::slidelog::{EmptyLog, Log, MAX_LOG_LIMIT};
+use super::slidelog::{EmptyLog, MAX_LOG_LIMIT};
+use super::state::Log;
+use super::state::Stored;
 use super::{
-    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Mode, Spec,
-    Stored, Verdict, Write, Writes, NO_WRITES,
+    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
+    Write, Writes, NO_WRITES,
 };
-use crate::args::{parse_now, parse_spec, set_once, Request, MAX_NOW_US};
+use crate::args::{parse_now, parse_spec, set_once};
 use crate::error::{Error, Result};
+use crate::limit::{Mode, Request, Spec, MAX_NOW_US};
 
 /// The decision for the call's member on `leases` (the live ones, score > now): an
 /// ACQUIRE (or, with `renew_only`, a HEARTBEAT) expiring `ttl_us` from now.
@@ -243,7 +246,7 @@ impl Algorithm for Concurrency {
 mod tests {
     use super::*;
     use crate::algo::decision as d;
-    use crate::args::Window;
+    use crate::limit::Window;
 
     const T0: u64 = 1_764_480_000_000_000;
     const TTL: u64 = 10_000_000;

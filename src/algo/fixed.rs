@@ -1,11 +1,13 @@
 //! Fixed window: one counter per clock-aligned window. Cheap, and it lets a caller
 //! spend two budgets back to back across a boundary; it is here as the baseline.
 
+use super::state::Stored;
 use super::{
-    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
-    Stored, Verdict, Write, Writes, NO_WRITES,
+    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
+    Write, Writes, NO_WRITES,
 };
-use crate::args::Window;
+use crate::limit::{Spec, Window};
+
 use crate::error::Result;
 use crate::layout::fixed_window_name;
 

@@ -12,11 +12,12 @@
 //! rounded-down and rounded-up interval whose sum never strays more than 1 µs from the
 //! exact one, however long the run.
 
+use super::state::Stored;
 use super::{
-    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, Keys, Spec, Stored, Verdict, Write,
-    Writes, BASE_INTEGER, NO_WRITES,
+    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, Keys, Verdict, Write, Writes,
+    BASE_INTEGER, NO_WRITES,
 };
-use crate::args::{Window, MAX_NOW_US, MAX_WINDOW_MS};
+use crate::limit::{Spec, Window, MAX_NOW_US, MAX_WINDOW_MS};
 
 /// The latest TAT stored or read: NOW's ceiling (2255) plus the longest window, so a
 /// call at NOW's ceiling still spends. Far below CL.THROTTLE's nanoseconds (1.7e18).
@@ -489,11 +490,11 @@ mod tests {
     #[test]
     fn extremes_do_not_overflow() {
         let r = rate(
-            crate::args::MAX_AMOUNT,
+            crate::limit::MAX_AMOUNT,
             "315360000s",
-            crate::args::MAX_AMOUNT,
+            crate::limit::MAX_AMOUNT,
         );
-        let (d, tat) = decide(Some(u64::MAX), r, crate::args::MAX_AMOUNT, (1 << 53) - 1);
+        let (d, tat) = decide(Some(u64::MAX), r, crate::limit::MAX_AMOUNT, (1 << 53) - 1);
         assert!(!d.allowed || tat.is_some());
         let r = rate(1, "1ms", 1);
         let (d, _) = decide(Some(u64::MAX), r, 1, T0);

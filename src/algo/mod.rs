@@ -10,10 +10,12 @@ pub mod fixed;
 pub mod gcra;
 pub mod slidecount;
 pub mod slidelog;
+pub mod state;
 pub mod throttle;
 
-use crate::args::{Request, Window};
 use crate::error::Result;
+use crate::limit::{Request, Spec};
+use state::{Held, Stored};
 
 /// What every limiter command replies, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,49 +63,6 @@ pub fn remaining(limit: u64, used: u128) -> u64 {
     u64::try_from(u128::from(limit).saturating_sub(used)).unwrap_or(0)
 }
 
-/// One limit as a caller states it: `<limit> <window> [BURST b] [COST n]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spec {
-    pub limit: u64,
-    pub window: Window,
-    pub cost: u64,
-    /// Only accepted by algorithms that have it (GCRA, THROTTLE).
-    pub burst: Option<u64>,
-    /// Spend only by renewing what the call's member already holds (CONCURRENCY's
-    /// HEARTBEAT): never take a new slot.
-    pub renew_only: bool,
-    /// `BLOCK …`: a denial puts the limiter in the penalty box.
-    pub block: Option<block::Block>,
-}
-
-impl Spec {
-    pub const fn new(limit: u64, window: Window) -> Spec {
-        Spec {
-            limit,
-            window,
-            cost: 1,
-            burst: None,
-            renew_only: false,
-            block: None,
-        }
-    }
-}
-
-/// What a call does besides deciding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Spend `cost` if admitted.
-    Spend,
-    /// Decide only; write nothing.
-    Peek,
-    /// Give `cost` back, then decide as a PEEK.
-    Refund,
-    /// Clear the state, then decide as a PEEK.
-    Reset,
-    /// Start the call's BLOCK now, whatever the limiter says.
-    Impose,
-}
-
 /// Where a limiter keeps one piece of its state: the key it was given, or
 /// `<key>:<n>` (a window counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,22 +104,6 @@ pub const BASE_INTEGER: Keys = [
     None,
 ];
 
-/// What one key holds, as the engine read it.
-#[derive(Clone, Copy)]
-pub enum Stored<'a> {
-    Integer(Option<u64>),
-    Log(&'a dyn slidelog::Log),
-}
-
-impl Stored<'_> {
-    pub fn integer(&self) -> Option<u64> {
-        match self {
-            Stored::Integer(n) => *n,
-            Stored::Log(_) => None,
-        }
-    }
-}
-
 /// One write a decision asks for, on the call's key number `key`. The engine
 /// applies it, replicates it as core commands with absolute times, and fires the
 /// keyspace events the scripts' commands would.
@@ -190,7 +133,7 @@ pub enum Write {
     /// from the server's now.
     SetBlock {
         key: usize,
-        held: block::Held,
+        held: Held,
         counted: bool,
         ttl_ms: u64,
     },
@@ -292,7 +235,7 @@ pub trait Algorithm: Sync {
     /// unit): a window counter never exceeds the largest limit.
     fn integer_layout(&self) -> (u64, &'static str) {
         (
-            crate::args::MAX_AMOUNT,
+            crate::limit::MAX_AMOUNT,
             "a window counter (an integer up to 1000000000000000)",
         )
     }
@@ -334,6 +277,20 @@ pub trait Algorithm: Sync {
     fn own_reset_ms(&self, stored: &[Stored], spec: &Spec, now: u64) -> u64 {
         let nothing = Spec { cost: 0, ..*spec };
         self.decide(stored, &nothing, now).decision.reset_after_ms
+    }
+}
+
+impl crate::args::Named for &'static dyn Algorithm {
+    fn accepts_burst(&self) -> bool {
+        Algorithm::accepts_burst(*self)
+    }
+
+    fn check_block(&self) -> Result<()> {
+        Algorithm::check_block(*self)
+    }
+
+    fn uses_member(&self) -> bool {
+        Algorithm::uses_member(*self)
     }
 }
 
@@ -423,6 +380,7 @@ mod tests {
 mod own_reset {
     use super::slidelog::tests::VecLog;
     use super::*;
+    use crate::limit::Window;
 
     const T0: u64 = 1_764_480_000_000_000; // a multiple of every window here
     const AT: u64 = T0 + 1_500_000;

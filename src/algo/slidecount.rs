@@ -5,11 +5,13 @@
 //! where the seed script used a float ratio.
 
 use super::fixed::{counter_refund, counter_verdict};
+use super::state::Stored;
 use super::{
-    ceil_ms, div, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
-    Stored, Verdict, Writes,
+    ceil_ms, div, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys,
+    Verdict, Writes,
 };
-use crate::args::Window;
+use crate::limit::{Spec, Window};
+
 use crate::error::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -3,11 +3,13 @@
 //! An entry is inside the window while its timestamp is greater than `now - window`;
 //! an entry exactly `window` old is gone (the scripts' `ZREMRANGEBYSCORE 0 now-window`).
 
+use super::state::{Log, Stored};
 use super::{
-    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Spec,
-    Stored, Verdict, Write, Writes, NO_WRITES,
+    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
+    Write, Writes, NO_WRITES,
 };
-use crate::args::Window;
+use crate::limit::{Spec, Window};
+
 use crate::error::{Error, Result};
 
 /// A log's size is bounded so that no single call adds or scans an unbounded set.
@@ -15,22 +17,6 @@ pub const MAX_LOG_LIMIT: u64 = 1_000_000;
 
 /// Each unit of COST is one member added in the call, so COST is bounded too.
 pub const MAX_LOG_COST: u64 = 1_000;
-
-/// The entries of a log that are still inside the window, oldest first.
-pub trait Log {
-    fn count(&self) -> u64;
-    /// Timestamp (µs) of the `n`-th oldest entry in the window, counting from 1.
-    fn nth_oldest(&self, n: u64) -> Option<i64>;
-    fn newest(&self) -> Option<i64>;
-    /// The score of the call's member, if the set holds it inside the window.
-    fn member_score(&self) -> Option<i64> {
-        None
-    }
-    /// The newest entry's timestamp among those other than the call's member.
-    fn newest_except_member(&self) -> Option<i64> {
-        self.newest()
-    }
-}
 
 /// The greatest timestamp that is already out of the window at `now`.
 pub fn cutoff(now: u64, window: Window) -> u64 {

@@ -12,12 +12,11 @@
 //! quantity, a zero rate, an overflow) or answers nonsense (intervals under 1 µs), the
 //! command refuses with an error before anything is written.
 
-use super::{
-    Algorithm, Decision, Ints, Keys, Mode, Spec, Stored, Verdict, Write, Writes, BASE_INTEGER,
-    NO_WRITES,
-};
-use crate::args::{parse_now, parse_u64, set_once, Request, Window, MAX_AMOUNT, MAX_WINDOW_MS};
+use super::state::Stored;
+use super::{Algorithm, Decision, Ints, Keys, Verdict, Write, Writes, BASE_INTEGER, NO_WRITES};
+use crate::args::{parse_now, parse_u64, set_once};
 use crate::error::{Error, Result};
+use crate::limit::{Mode, Request, Spec, Window, MAX_AMOUNT, MAX_WINDOW_MS};
 
 const NS_PER_S: i128 = 1_000_000_000;
 

@@ -1,6 +1,7 @@
 //! One command invocation: its arguments, its single clock read, and the guard that
 //! turns any failure, a panic included, into an error reply instead of a dead server.
 
+use crate::limit::Mode;
 use std::cell::OnceCell;
 use std::ffi::CString;
 use std::os::raw::c_int;
@@ -12,7 +13,7 @@ use redis_module::raw;
 use super::acl::Caller;
 use super::key::{bytes, Ctx, RString};
 use super::stats::Outcome;
-use crate::algo::{Decision, Ints, Mode};
+use crate::algo::{Decision, Ints};
 use crate::commands::Command;
 use crate::error::{Error, Result};
 

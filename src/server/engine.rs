@@ -7,6 +7,7 @@
 //! values, overflow) is checked for every limit before the first write, so a refused
 //! call changes nothing.
 
+use crate::limit::{Block, Mode, Spec};
 use std::ffi::CStr;
 
 use super::acl::check_key;
@@ -17,10 +18,10 @@ use super::effects::{
 };
 use super::key::{lossy, Ctx, Key, Kind, OwnedString, RString};
 use super::log::LogState;
-use crate::algo::block::{self, Held};
+use crate::algo::block;
+use crate::algo::state::{Held, Stored};
 use crate::algo::{
-    ceil_ms, Algorithm, Decision, Ints, KeyKind, KeyName, KeyUse, Mode, Spec, Stored, Verdict,
-    Write, Writes, NO_WRITES,
+    ceil_ms, Algorithm, Decision, Ints, KeyKind, KeyName, KeyUse, Verdict, Write, Writes, NO_WRITES,
 };
 use crate::error::{Error, Result};
 use crate::layout::{counter_key_in, decimal, has_hash_tag, key_slot};
@@ -207,7 +208,7 @@ impl Loaded<'_> {
 }
 
 /// A block key written to `held`, expiring when the block ends.
-fn set_block(held: Held, block: &block::Block, now: u64) -> Write {
+fn set_block(held: Held, block: &Block, now: u64) -> Write {
     Write::SetBlock {
         key: BLOCK_KEY,
         held,

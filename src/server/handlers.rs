@@ -5,7 +5,8 @@ use super::call::{Call, Reply, MAX_ARGS};
 use super::engine::{self, Limit};
 use super::secret::with_secret;
 use super::top;
-use crate::algo::Mode;
+use crate::limit::Mode;
+
 use crate::args::{parse_all, parse_now, parse_u64};
 use crate::commands::{algorithm, Command};
 use crate::error::{Error, Result};

@@ -13,7 +13,7 @@ use super::engine::Slot;
 use super::key::{
     bytes, call_command, free_string, zcount_up_to, Ctx, Key, Kind, OwnedString, Propagate, RString,
 };
-use crate::algo::slidelog::Log;
+use crate::algo::state::Log;
 use crate::error::{Error, Result};
 use crate::layout::log_member;
 

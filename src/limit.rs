@@ -1,0 +1,145 @@
+//! What one limiter call asks for: a limit over a window, at a cost, in a mode, with
+//! or without a penalty box. Plain data, below both the parsers that build it and the
+//! algorithms that decide on it.
+
+use crate::error::{Error, Result};
+
+/// Largest `limit`, `COST` and `BURST`. Far beyond any real budget, and small enough
+/// that every product the limiters compute fits comfortably in 128 bits.
+pub const MAX_AMOUNT: u64 = 1_000_000_000_000_000;
+
+/// Largest window: ten years. Keeps `now + 2 * window` far from overflowing.
+pub const MAX_WINDOW_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
+/// 1973-01-01T00:00:00Z in microseconds. Anything smaller is almost surely a clock
+/// read in seconds or milliseconds, which would silently break every window.
+pub const MIN_NOW_US: u64 = 94_694_400_000_000;
+
+/// 2^53 - 1 (in the year 2255): the largest timestamp a sorted-set score (a double)
+/// holds exactly, so that SLIDELOG entries keep their exact microsecond.
+pub const MAX_NOW_US: u64 = (1 << 53) - 1;
+
+/// A window length. Always a whole number of milliseconds (the units the command
+/// accepts), kept in microseconds because that is the limiters' clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    ms: u64,
+}
+
+impl Window {
+    #[cfg(test)]
+    pub const TEN_SECONDS: Window = Window { ms: 10_000 };
+
+    pub fn from_ms(ms: u64) -> Result<Window> {
+        if ms == 0 || ms > MAX_WINDOW_MS {
+            return Err(Error::BadWindow {
+                max_ms: MAX_WINDOW_MS,
+            });
+        }
+        Ok(Window { ms })
+    }
+
+    pub fn ms(self) -> u64 {
+        self.ms
+    }
+
+    pub fn us(self) -> u64 {
+        // Cannot overflow: ms <= MAX_WINDOW_MS.
+        self.ms * 1000
+    }
+
+    /// Windows given in whole seconds name their keys in seconds, as the scripts do.
+    pub fn whole_seconds(self) -> bool {
+        self.ms.is_multiple_of(1000)
+    }
+}
+
+/// The parsed arguments of one limiter call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub spec: Spec,
+    /// Explicit decision time in unix microseconds; `None` means the server clock.
+    pub now: Option<u64>,
+    pub mode: Mode,
+    /// Position (among the parsed arguments) of the member the call names: a lease id.
+    pub member: Option<usize>,
+}
+
+/// One limit as a caller states it: `<limit> <window> [BURST b] [COST n]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub limit: u64,
+    pub window: Window,
+    pub cost: u64,
+    /// Only accepted by algorithms that have it (GCRA, THROTTLE).
+    pub burst: Option<u64>,
+    /// Spend only by renewing what the call's member already holds (CONCURRENCY's
+    /// HEARTBEAT): never take a new slot.
+    pub renew_only: bool,
+    /// `BLOCK …`: a denial puts the limiter in the penalty box.
+    pub block: Option<Block>,
+}
+
+impl Spec {
+    pub const fn new(limit: u64, window: Window) -> Spec {
+        Spec {
+            limit,
+            window,
+            cost: 1,
+            burst: None,
+            renew_only: false,
+            block: None,
+        }
+    }
+}
+
+/// What a call does besides deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Spend `cost` if admitted.
+    Spend,
+    /// Decide only; write nothing.
+    Peek,
+    /// Give `cost` back, then decide as a PEEK.
+    Refund,
+    /// Clear the state, then decide as a PEEK.
+    Reset,
+    /// Start the call's BLOCK now, whatever the limiter says.
+    Impose,
+}
+
+/// How a block grows when calls keep coming while it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Growth {
+    /// It ends where it started ending.
+    Fixed,
+    /// `EXTEND`: each call restarts it (fastify's `continueExceeding`).
+    Extend,
+    /// `BACKOFF <max>`: the k-th strike makes it end duration × 2^(k−1) later, at
+    /// most `max` (fastify's `exponentialBackoff`).
+    Backoff { max: Window },
+}
+
+/// `BLOCK <duration> [EXTEND | BACKOFF <max>] [STRIKES]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    pub duration: Window,
+    pub growth: Growth,
+    /// Reply with the strikes of the current block, a fifth integer.
+    pub strikes: bool,
+}
+
+impl Block {
+    pub const fn new(duration: Window) -> Block {
+        Block {
+            duration,
+            growth: Growth::Fixed,
+            strikes: false,
+        }
+    }
+
+    /// Whether calls while blocked count strikes (and so write the block key).
+    pub fn counts(&self) -> bool {
+        self.strikes || self.growth != Growth::Fixed
+    }
+}
