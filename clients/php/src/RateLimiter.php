@@ -260,6 +260,43 @@ final class RateLimiter
     }
 
     /**
+     * RL.TOP: the keys the server denied most, worst first (docs/top.md). On a cluster
+     * every primary is asked and their answers merged (a key's counts add if it is on
+     * two, after a slot migration), then cut to $count. Not a decision: the failure
+     * policy does not apply, every failure is thrown.
+     *
+     * @param ?string $algorithm only entries whose last denial came from it (any case)
+     * @param bool $reset empty the servers' summaries after reading them
+     * @return list<TopEntry>
+     * @throws RedisFailure also on the scripts backend: RL.TOP needs the module
+     */
+    public function top(int $count = 10, ?string $algorithm = null, bool $reset = false): array
+    {
+        if ($count < 1) {
+            throw new InvalidArgumentException("top(): count must be a positive integer, got {$count}");
+        }
+        if ($this->backend === Backend::Scripts) {
+            throw RedisFailure::unavailable('RL.TOP needs the redis-rl module: the scripts backend counts no denials (the module keeps the summary in each server); load the module and use the module or auto backend');
+        }
+        $args = ['RL.TOP', 'COUNT', (string) $count];
+        if ($algorithm !== null) {
+            array_push($args, 'ALGORITHM', $algorithm);
+        }
+        if ($reset) {
+            $args[] = 'RESET';
+        }
+        $answers = array_map(static function (mixed $reply): array {
+            if (!is_array($reply) || !array_is_list($reply)) {
+                throw RedisFailure::unavailable('unexpected reply to RL.TOP: ' . json_encode($reply));
+            }
+
+            return array_map(TopEntry::fromReply(...), $reply);
+        }, $this->redis->everyPrimary(...$args));
+
+        return TopEntry::merge($answers, $count);
+    }
+
+    /**
      * What the failure policy answers for a request Redis could not decide. It does not
      * log: for callers that already reported why (the middleware when no identity came).
      */

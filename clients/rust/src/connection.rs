@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr,
+};
 use redis::{Cmd, Value};
 
 /// Seconds to open a connection.
@@ -100,6 +102,27 @@ impl Connection {
                     .clone()
                     .route_command(cmd, RoutingInfo::SingleNode(node))
                     .await
+            }
+        }
+    }
+
+    /// Sends a keyless `cmd` to every primary (a standalone server: to it) and returns
+    /// each one's reply, for what a node answers about itself (RL.TOP). An error reply
+    /// of a node is its `Value::ServerError`.
+    pub(crate) async fn send_to_primaries(&self, cmd: Cmd) -> redis::RedisResult<Vec<Value>> {
+        match self {
+            Connection::Standalone(manager) => {
+                Ok(vec![cmd.query_async(&mut manager.clone()).await?])
+            }
+            Connection::Cluster(cluster) => {
+                let every = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                // Without a response policy redis-rs answers a map: node address => reply.
+                match cluster.clone().route_command(cmd, every).await? {
+                    Value::Map(replies) => {
+                        Ok(replies.into_iter().map(|(_, reply)| reply).collect())
+                    }
+                    other => Ok(vec![other]),
+                }
             }
         }
     }

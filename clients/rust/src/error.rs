@@ -13,6 +13,10 @@ pub enum Error {
     /// The server has no RL.* commands: the module is not loaded there.
     #[error("{0} (the redis-rl module is not loaded on this server: add `loadmodule /path/to/libredis_rl.so` to its redis.conf, or run MODULE LOAD; or use Backend::Auto, which decides through scripts there)")]
     ModuleNotLoaded(String),
+    /// A command only the module has (RL.TOP: the scripts keep no denial summary) on
+    /// `Backend::Scripts`, or on a server without the module.
+    #[error("{command} needs the redis-rl module: {why}")]
+    ModuleRequired { command: &'static str, why: String },
     /// RL.PSEUDONYM on the scripts backend without [`crate::RateLimiter::pseudonym_secret`].
     #[error("RL.PSEUDONYM on a server without the module needs the secret in the app: RateLimiter::pseudonym_secret")]
     NoSecret,

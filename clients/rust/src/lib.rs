@@ -1,8 +1,8 @@
 //! Client for the [redis-rl](../../README.md) module: typed calls for every command, a
 //! decision type with a signed retry, the IETF `RateLimit` headers, an explicit failure
-//! policy, cluster routing that never redirects, an opt-in deny cache, RL.PSEUDONYM, and
-//! (feature `tower`, on by default) a tower layer for axum. It decides nothing itself:
-//! every decision is the module's.
+//! policy, cluster routing that never redirects, an opt-in deny cache, RL.PSEUDONYM,
+//! RL.TOP merged over a cluster's primaries, and (feature `tower`, on by default) a tower
+//! layer for axum. It decides nothing itself: every decision is the module's.
 
 pub mod backend;
 pub mod cache;
@@ -18,6 +18,7 @@ pub mod limit;
 pub mod limiter;
 pub mod metrics;
 mod pseudonym;
+pub mod top;
 
 pub use backend::Backend;
 pub use cache::{DenyCache, PseudonymCache};
@@ -33,3 +34,4 @@ pub use limit::{Algorithm, LeaseOp, Limit, Mode};
 pub use limiter::{
     Clock, Cost, FailureHandler, FailurePolicy, RateLimiter, Unavailable, DEFAULT_TIMEOUT,
 };
+pub use top::{TopEntry, TopQuery};

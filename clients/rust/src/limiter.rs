@@ -13,6 +13,7 @@ use crate::decision::{self, Decision, Source, Throttle};
 use crate::error::Error;
 use crate::limit::{self, Algorithm, LeaseOp, Limit, Mode};
 use crate::metrics::{self, Outcome};
+use crate::top::{self, TopEntry, TopQuery};
 
 /// Each call's bound, whatever the connection is configured with.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300);
@@ -435,6 +436,34 @@ impl RateLimiter {
         })
     }
 
+    /// RL.TOP: the keys the server denied most, worst first (the module's docs/top.md).
+    /// On a cluster every primary is asked and their answers merged (a key on two, after
+    /// a slot migration, gets its counts added), then cut to the query's count. Not a
+    /// decision: the failure policy does not apply, every failure is returned. On
+    /// `Backend::Scripts` it is [`Error::ModuleRequired`] without asking the server; so is
+    /// a server without the module.
+    pub async fn top(&self, query: &TopQuery) -> Result<Vec<TopEntry>, Error> {
+        let cmd = query.command()?;
+        if self.backend == Backend::Scripts {
+            return Err(Error::ModuleRequired {
+                command: "RL.TOP",
+                why: "this limiter is on Backend::Scripts, and the scripts keep no denial summary (the module does, in each server): load the module and use Backend::Auto or Backend::Module".into(),
+            });
+        }
+        let replies = tokio::time::timeout(self.timeout, self.conn.send_to_primaries(cmd))
+            .await
+            .map_err(|_| Error::Timeout(self.timeout))?
+            .map_err(top_error)?;
+        let answers = replies
+            .iter()
+            .map(|reply| match reply {
+                Value::ServerError(error) => Err(top_error(error.clone().into())),
+                reply => top::parse(reply),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(top::merge(answers, query.limit()))
+    }
+
     /// RL.PSEUDONYM computed here, for the scripts backend.
     // The same error type as `pseudonym()`, whose callers get it.
     #[allow(clippy::result_large_err)]
@@ -632,6 +661,18 @@ fn throttle_checked(max_burst: u64, count: u64, period_s: u64, quantity: u64) {
             name: "RL.THROTTLE".into(),
             reason: reason.into(),
         });
+    }
+}
+
+/// RL.TOP's failures; `unknown command` says the module is needed.
+fn top_error(error: redis::RedisError) -> Error {
+    if backend::is_unknown_rl_command(&error) {
+        Error::ModuleRequired {
+            command: "RL.TOP",
+            why: format!("the server has no RL.TOP ({error}): add `loadmodule /path/to/libredis_rl.so` to its redis.conf, or run MODULE LOAD"),
+        }
+    } else {
+        Error::Redis(error)
     }
 }
 

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace RedisRl\Connection;
 
+use Closure;
 use RedisCluster;
 use RedisClusterException;
 use RedisException;
@@ -43,6 +44,28 @@ final class ClusterConnection implements Connection
 
     public function command(?string $route, string ...$args): mixed
     {
+        // A keyless command (RL.PSEUDONYM) runs on any primary; spread them.
+        return $this->run(fn (RedisCluster $cluster) => self::checked(
+            $cluster,
+            $cluster->rawCommand($route ?? $this->anyPrimary($cluster), ...$args),
+        ));
+    }
+
+    public function everyPrimary(string ...$args): array
+    {
+        return $this->run(static fn (RedisCluster $cluster) => array_map(
+            static fn (array $node) => self::checked($cluster, $cluster->rawCommand($node, ...$args)),
+            array_values($cluster->_masters()),
+        ));
+    }
+
+    /**
+     * @template T
+     * @param Closure(RedisCluster): T $call
+     * @return T
+     */
+    private function run(Closure $call): mixed
+    {
         try {
             $cluster = $this->cluster ??= new RedisCluster(
                 null,
@@ -53,9 +76,8 @@ final class ClusterConnection implements Connection
                 $this->auth,
             );
             $cluster->clearLastError();
-            // A keyless command (RL.PSEUDONYM) runs on any primary; spread them.
-            $target = $route ?? $this->anyPrimary($cluster);
-            $reply = $cluster->rawCommand($target, ...$args);
+
+            return $call($cluster);
         } catch (RedisClusterException | RedisException $e) {
             // Start over from the seeds: the slot map or a socket may be what broke.
             if ($this->owned) {
@@ -63,8 +85,15 @@ final class ClusterConnection implements Connection
             }
             throw RedisFailure::unavailable('cluster: ' . $e->getMessage(), $e);
         }
+    }
+
+    /** phpredis turns an error reply into false; no RL command replies false otherwise. */
+    private static function checked(RedisCluster $cluster, mixed $reply): mixed
+    {
         if ($reply === false) {
-            throw RedisFailure::fromErrorReply($cluster->getLastError() ?? 'error reply without a message');
+            $error = $cluster->getLastError();
+            $cluster->clearLastError();
+            throw RedisFailure::fromErrorReply($error ?? 'error reply without a message');
         }
 
         return $reply;

@@ -65,6 +65,11 @@ final class RedisConnection implements Connection
         return $reply;
     }
 
+    public function everyPrimary(string ...$args): array
+    {
+        return [$this->command(null, ...$args)];
+    }
+
     private function open(): Redis
     {
         $redis = new Redis();

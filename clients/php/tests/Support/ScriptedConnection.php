@@ -30,4 +30,9 @@ final class ScriptedConnection implements Connection
 
         return $reply;
     }
+
+    public function everyPrimary(string ...$args): array
+    {
+        return [$this->command(null, ...$args)];
+    }
 }

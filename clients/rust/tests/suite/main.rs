@@ -14,3 +14,4 @@ mod example;
 mod failure;
 mod layer;
 mod metrics;
+mod top;
