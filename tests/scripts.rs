@@ -1084,7 +1084,10 @@ fn throttle_ttl_under_one_millisecond_lives_one_millisecond() {
             .to_vec(),
         keys: vec![0],
     };
+    // One transaction: its commands see one instant, so a loaded machine cannot let
+    // the script's millisecond run out between the call and the PEXPIRETIME.
     let mut pipe = redis::pipe();
+    pipe.atomic();
     pipe.add_command(cmd_for(&shas, &call, Impl::Module, 'm'));
     pipe.add_command(cmd_for(&shas, &call, Impl::Script, 's'));
     pipe.cmd("TIME");
