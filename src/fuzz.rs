@@ -5,7 +5,6 @@
 //!
 //! `make test` runs a short pass; `make fuzz` runs a long one (RL_FUZZ_CASES).
 
-use crate::limit::{Block, Growth, Mode, Spec, Window, MAX_AMOUNT};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 use crate::algo::block;
@@ -14,6 +13,7 @@ use crate::algo::state::{Held, Stored};
 use crate::algo::{fixed, gcra, slidecount, slidelog, Decision};
 use crate::args::{parse_all, parse_counter, parse_limiter, parse_window, MAX_LIMITS};
 use crate::layout::{counter_key, fixed_window_name, has_hash_tag, log_member};
+use crate::limit::{Block, Growth, Mode, Spec, Window, MAX_AMOUNT};
 use crate::pseudonym::{canonical_identity, pseudonym};
 
 fn cases() -> u64 {
@@ -167,10 +167,10 @@ fn parsing_never_panics() {
             assert!(limits.iter().all(|l| l.key < refs.len()));
             assert!(all.lease.is_none_or(|at| at < refs.len()));
             for l in &limits {
-                check_block_args(&l.spec, crate::limit::Mode::Spend);
+                check_block_args(&l.spec, Mode::Spend);
                 assert!(l.spec.block.is_none() || l.algorithm.check_block().is_ok());
             }
-            if all.mode == crate::limit::Mode::Impose {
+            if all.mode == Mode::Impose {
                 assert!(limits.iter().any(|l| l.spec.block.is_some()));
             }
         }
@@ -198,14 +198,14 @@ fn parsing_never_panics() {
 
 /// What the parser lets through for BLOCK: a bound no shorter than the block, and
 /// IMPOSE only with a BLOCK.
-fn check_block_args(spec: &Spec, mode: crate::limit::Mode) {
+fn check_block_args(spec: &Spec, mode: Mode) {
     if let Some(b) = spec.block {
         assert!(b.duration.ms() >= 1);
         if let Growth::Backoff { max } = b.growth {
             assert!(max.ms() >= b.duration.ms());
         }
     }
-    if mode == crate::limit::Mode::Impose {
+    if mode == Mode::Impose {
         assert!(spec.block.is_some());
     }
 }

@@ -1,8 +1,9 @@
 //! The key and member names the limiters share with the Lua scripts. A fleet moving
 //! from the scripts to the module relies on these being byte-for-byte the same.
 
-use crate::limit::Window;
 use std::borrow::Cow;
+
+use crate::limit::Window;
 
 /// `<key>:<n>`: a SLIDECOUNT window counter (n = window index) or a FIXED window
 /// counter (n = window start).

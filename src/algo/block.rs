@@ -5,10 +5,9 @@
 //! what it replies, and what it writes. The engine reads `<key>:block` before the
 //! limiter's own keys and never opens those while the block holds.
 
+use super::state::Held;
 use super::{ceil_ms, Decision};
 use crate::limit::{Block, Growth, Mode};
-
-use super::state::Held;
 
 impl Held {
     /// What every call while blocked replies: denied, nothing left, and back to the

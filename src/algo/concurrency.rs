@@ -7,8 +7,7 @@
 //! decided on one clock, the call's now.
 
 use super::slidelog::{EmptyLog, MAX_LOG_LIMIT};
-use super::state::Log;
-use super::state::Stored;
+use super::state::{Log, Stored};
 use super::{
     ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
     Write, Writes, NO_WRITES,

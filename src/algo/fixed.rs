@@ -6,10 +6,9 @@ use super::{
     ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
     Write, Writes, NO_WRITES,
 };
-use crate::limit::{Spec, Window};
-
 use crate::error::Result;
 use crate::layout::fixed_window_name;
+use crate::limit::{Spec, Window};
 
 /// Start of the window holding `now` (all in microseconds).
 pub fn window_start(now: u64, window: Window) -> u64 {

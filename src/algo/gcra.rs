@@ -17,12 +17,12 @@ use super::{
     ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, Keys, Verdict, Write, Writes,
     BASE_INTEGER, NO_WRITES,
 };
+use crate::error::{Error, Result};
 use crate::limit::{Spec, Window, MAX_NOW_US, MAX_WINDOW_MS};
 
 /// The latest TAT stored or read: NOW's ceiling (2255) plus the longest window, so a
 /// call at NOW's ceiling still spends. Far below CL.THROTTLE's nanoseconds (1.7e18).
 pub const MAX_TAT_US: u64 = MAX_NOW_US + MAX_WINDOW_MS * 1000;
-use crate::error::{Error, Result};
 
 /// The limiter's rate: `limit` units per `window`, `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,9 +10,8 @@ use super::{
     ceil_ms, div, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys,
     Verdict, Writes,
 };
-use crate::limit::{Spec, Window};
-
 use crate::error::Result;
+use crate::limit::{Spec, Window};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {

@@ -8,9 +8,8 @@ use super::{
     ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
     Write, Writes, NO_WRITES,
 };
-use crate::limit::{Spec, Window};
-
 use crate::error::{Error, Result};
+use crate::limit::{Spec, Window};
 
 /// A log's size is bounded so that no single call adds or scans an unbounded set.
 pub const MAX_LOG_LIMIT: u64 = 1_000_000;

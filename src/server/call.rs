@@ -1,7 +1,6 @@
 //! One command invocation: its arguments, its single clock read, and the guard that
 //! turns any failure, a panic included, into an error reply instead of a dead server.
 
-use crate::limit::Mode;
 use std::cell::OnceCell;
 use std::ffi::CString;
 use std::os::raw::c_int;
@@ -16,6 +15,7 @@ use super::stats::Outcome;
 use crate::algo::{Decision, Ints};
 use crate::commands::Command;
 use crate::error::{Error, Result};
+use crate::limit::Mode;
 
 /// More arguments than any single limiter command accepts: `<limit> <window>` and
 /// every option once is 9; RL.PSEUDONYM takes at most 6.

@@ -7,7 +7,6 @@
 //! values, overflow) is checked for every limit before the first write, so a refused
 //! call changes nothing.
 
-use crate::limit::{Block, Mode, Spec};
 use std::ffi::CStr;
 
 use super::acl::check_key;
@@ -25,6 +24,7 @@ use crate::algo::{
 };
 use crate::error::{Error, Result};
 use crate::layout::{counter_key_in, decimal, has_hash_tag, key_slot};
+use crate::limit::{Block, Mode, Spec};
 
 /// One limit of a call: an algorithm on a base key.
 #[derive(Clone, Copy)]

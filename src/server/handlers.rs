@@ -5,11 +5,10 @@ use super::call::{Call, Reply, MAX_ARGS};
 use super::engine::{self, Limit};
 use super::secret::with_secret;
 use super::top;
-use crate::limit::Mode;
-
 use crate::args::{parse_all, parse_now, parse_u64};
 use crate::commands::{algorithm, Command};
 use crate::error::{Error, Result};
+use crate::limit::Mode;
 use crate::pseudonym;
 
 fn name(command: &'static Command) -> &'static str {
