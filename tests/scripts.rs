@@ -1375,36 +1375,44 @@ fn expiry_instants_agree_to_the_millisecond() {
             2 => ("slidelog", vec!["7", "2500ms"]),
             _ => ("concurrency", vec!["7", "2500ms", "ACQUIRE", "a"]),
         };
-        let key = format!("{{z{i}}}:X");
-        let mut words = vec![key.clone()];
-        words.extend(args.iter().map(|a| a.to_string()));
-        words.extend(["NOW".into(), (T0 + 1_234_567 + i).to_string()]);
-        let call = Call {
-            command,
-            args: words,
-            keys: vec![0],
-        };
-        let name = |l: char| {
-            let base = key.replace(":X", &format!(":{l}"));
-            match command {
-                "fixed" => format!("{base}:{}", (T0 + 1_234_567 + i) / 1_500_000 * 1_500),
-                _ => base,
+        // A pair can split when the machine preempts the server between the twin calls
+        // (their expiries follow the real clock): up to three fresh pairs per trial,
+        // so a busy machine does not fail the run, and a rounding bias still splits all.
+        for attempt in 0..3 {
+            let key = format!("{{z{i}a{attempt}}}:X");
+            let mut words = vec![key.clone()];
+            words.extend(args.iter().map(|a| a.to_string()));
+            words.extend(["NOW".into(), (T0 + 1_234_567 + i).to_string()]);
+            let call = Call {
+                command,
+                args: words,
+                keys: vec![0],
+            };
+            let name = |l: char| {
+                let base = key.replace(":X", &format!(":{l}"));
+                match command {
+                    "fixed" => format!("{base}:{}", (T0 + 1_234_567 + i) / 1_500_000 * 1_500),
+                    _ => base,
+                }
+            };
+            let mut pipe = redis::pipe();
+            pipe.atomic()
+                .add_command(cmd_for(&shas, &call, Impl::Module, 'm'))
+                .add_command(cmd_for(&shas, &call, Impl::Script, 's'))
+                .cmd("PEXPIRETIME")
+                .arg(name('m'))
+                .cmd("PEXPIRETIME")
+                .arg(name('s'));
+            let (_, _, m, s): (Value, Value, i64, i64) = pipe.query(&mut c).expect("MULTI");
+            assert!(m > 0 && s > 0, "{command}: {m} {s}");
+            assert!((m - s).abs() <= TOL_MS, "{command}: {m} {s}");
+            if m == s {
+                equal[i as usize % 4] += 1;
+                break;
             }
-        };
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .add_command(cmd_for(&shas, &call, Impl::Module, 'm'))
-            .add_command(cmd_for(&shas, &call, Impl::Script, 's'))
-            .cmd("PEXPIRETIME")
-            .arg(name('m'))
-            .cmd("PEXPIRETIME")
-            .arg(name('s'));
-        let (_, _, m, s): (Value, Value, i64, i64) = pipe.query(&mut c).expect("MULTI");
-        assert!(m > 0 && s > 0, "{command}: {m} {s}");
-        assert!((m - s).abs() <= TOL_MS, "{command}: {m} {s}");
-        equal[i as usize % 4] += i32::from(m == s);
+        }
     }
-    // Per command: most pairs ran within one millisecond (a busy machine may split some).
+    // Per command: most trials ran within one millisecond.
     assert!(equal.iter().all(|&n| n >= 6), "equal of 12 each: {equal:?}");
 }
 
