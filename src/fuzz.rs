@@ -161,7 +161,9 @@ fn parsing_never_panics() {
             assert!(spec.window.ms() >= 1);
             check_block_args(&spec, a.mode);
         }
-        if let Ok(all) = parse_all(&refs, crate::commands::algorithm) {
+        if let Ok(all) = parse_all(&refs, |n| {
+            crate::command::joinable(&crate::commands::COMMANDS, n)
+        }) {
             let limits = all.limits;
             assert!(!limits.is_empty() && limits.len() as u64 <= MAX_LIMITS);
             assert!(limits.iter().all(|l| l.key < refs.len()));

@@ -4,6 +4,7 @@
 
 pub mod algo;
 pub mod args;
+pub mod command;
 pub mod commands;
 pub mod error;
 #[cfg(test)]
@@ -22,7 +23,8 @@ mod module {
     };
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
-    use crate::server::call::{install_panic_hook, log_warning};
+    use crate::server::call::log_warning;
+    use crate::server::dispatch::install_panic_hook;
     use crate::server::effects::INTEGER_VALUES;
     use crate::server::register::{missing_functions, register};
     use crate::server::secret::{load_environment, SECRET_FILE};

@@ -19,6 +19,16 @@ pub struct Kind {
     pub algorithm: &'static str,
 }
 
+/// One RL.TOP row, as the command replies it.
+pub struct Row {
+    pub key: Vec<u8>,
+    pub denied: u64,
+    pub admitted: u64,
+    pub error: u64,
+    pub last_denied_ms: i64,
+    pub kind: Kind,
+}
+
 #[derive(Debug)]
 pub struct Entry {
     pub key: Vec<u8>,

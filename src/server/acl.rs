@@ -5,7 +5,6 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use super::call::Call;
 use super::key::{free_string, lossy, Ctx, RString};
 use crate::error::{Error, Result};
 
@@ -59,12 +58,12 @@ impl Drop for Caller {
 }
 
 /// Refuses with NOPERM unless the calling user may read (and, if `write`, write) `key`.
-pub fn check_key(call: &Call, key: RString, write: bool) -> Result<()> {
+pub fn check_key(ctx: Ctx, caller: &Caller, key: RString, write: bool) -> Result<()> {
     let mut flags = raw::REDISMODULE_CMD_KEY_ACCESS;
     if write {
         flags |= raw::REDISMODULE_CMD_KEY_UPDATE | raw::REDISMODULE_CMD_KEY_INSERT;
     }
-    let allowed = match *call.caller() {
+    let allowed = match *caller {
         Caller::Anyone => true,
         Caller::Unknown => false,
         // SAFETY: a live user handle and key string.
@@ -76,7 +75,7 @@ pub fn check_key(call: &Call, key: RString, write: bool) -> Result<()> {
     if allowed {
         Ok(())
     } else {
-        log_refusal(call.ctx, key);
+        log_refusal(ctx, key);
         Err(Error::NoPermission(lossy(key)))
     }
 }

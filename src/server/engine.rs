@@ -1,29 +1,23 @@
 //! The one engine behind every limiter command and RL.ALL: open the keys an
-//! algorithm names, read them, ask it to decide, and carry out the writes it asks
-//! for, replicated as core commands with absolute times and announced with the
-//! keyspace events the scripts' commands fire.
+//! algorithm names, read them, ask it to decide, and hand the writes it asks for to
+//! `slot.rs`, which carries them out, replicates and announces them.
 //!
 //! Everything that can refuse a call (arguments, key types, ACL, cluster, stored
 //! values, overflow) is checked for every limit before the first write, so a refused
 //! call changes nothing.
 
-use std::ffi::CStr;
-
 use super::acl::check_key;
 use super::call::Call;
-use super::effects::{
-    integers, notify, replicate_int, replicate_key, replicate_set_pxat, run_replicated,
-    run_set_pxat, signal_modified, Event,
-};
-use super::key::{lossy, Ctx, Key, Kind, OwnedString, RString};
+use super::key::{bytes, lossy, Key, OwnedString, RString};
 use super::log::LogState;
+use super::slot::{self, Name, Slot};
 use crate::algo::block;
 use crate::algo::state::{Held, Stored};
 use crate::algo::{
     ceil_ms, Algorithm, Decision, Ints, KeyKind, KeyName, KeyUse, Verdict, Write, Writes, NO_WRITES,
 };
 use crate::error::{Error, Result};
-use crate::layout::{counter_key_in, decimal, has_hash_tag, key_slot};
+use crate::layout::{counter_key_in, has_hash_tag, key_slot};
 use crate::limit::{Block, Mode, Spec};
 
 /// One limit of a call: an algorithm on a base key.
@@ -35,58 +29,6 @@ pub struct Limit {
     /// The member of the key's set the call names (a lease id), for algorithms that
     /// use one.
     pub member: Option<RString>,
-}
-
-/// A key's name: the base key (a command argument) or one the module made.
-pub enum Name {
-    Base(RString),
-    Made(OwnedString),
-}
-
-impl Name {
-    pub fn ptr(&self) -> RString {
-        match self {
-            Name::Base(s) => *s,
-            Name::Made(s) => s.ptr,
-        }
-    }
-}
-
-/// One open key and what it held.
-pub struct Slot {
-    pub name: Name,
-    pub key: Key,
-    key_use: KeyUse,
-    /// The integer a string key holds (`Integer` keys).
-    value: Option<u64>,
-    /// The entries a sorted set holds (`Log` keys).
-    pub log: Option<LogState>,
-    /// WATCH and client-side caching were told this key changed.
-    signalled: bool,
-}
-
-impl Slot {
-    /// A write to this key, announced: keyspace subscribers get `event` (as the
-    /// script's command would fire it), and WATCH and client-side caching learn of the
-    /// change, once per key and call. Every write goes through here, so a key the call
-    /// opened but did not write is never signalled.
-    pub fn announce(&mut self, ctx: Ctx, kind: Event, event: &CStr) {
-        let name = self.name.ptr();
-        notify(ctx, kind, event, name);
-        if !self.signalled {
-            signal_modified(ctx, name);
-            self.signalled = true;
-        }
-    }
-
-    /// With integer values, Redis's own command writes the key to `value`: the open
-    /// handle would go stale under it, and the command replicates, announces and
-    /// signals itself.
-    fn written_by_redis(&mut self, value: u64) {
-        self.key = Key::closed();
-        self.value = Some(value);
-        self.signalled = true;
-    }
 }
 
 /// Where the block key is among a limit's keys, for writes.
@@ -282,7 +224,7 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
             .iter()
             .flatten()
             .any(|u| matches!(u.name, KeyName::Derived(_)));
-    let base = super::key::bytes(limit.key);
+    let base = bytes(limit.key);
     // Derived keys must share the base key's slot, which only a hash tag guarantees.
     if derived && call.in_cluster() && !has_hash_tag(base) {
         return Err(Error::NeedsHashTag(lossy(limit.key)));
@@ -303,7 +245,7 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
             KeyName::Derived(n) => {
                 let name = OwnedString::new(call.ctx, &counter_key_in(base, n, &mut [0; 128]))?;
                 // Not an argument, so Redis could not check it against the ACL.
-                check_key(call, name.ptr, write)?;
+                check_key(call.ctx, call.caller(), name.ptr, write)?;
                 Name::Made(name)
             }
             KeyName::Block => return Err(Error::Internal("an algorithm named the block key")),
@@ -331,44 +273,32 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
                 )?),
             ),
         };
-        *slot = Some(Slot {
-            name,
-            key,
-            key_use,
-            value,
-            log,
-            signalled: false,
-        });
+        *slot = Some(Slot::new(name, key, key_use, value, log));
     }
     check_migration(call, loaded)
 }
 
 /// Opens and reads `<key>:block`.
 fn load_block(call: &Call, loaded: &mut Loaded, mode: Mode) -> Result<()> {
-    let base = super::key::bytes(loaded.limit.key);
+    let base = bytes(loaded.limit.key);
     let mut made = base.to_vec();
     made.extend_from_slice(b":block");
     let name = OwnedString::new(call.ctx, &made)?;
     // PEEK and REFUND never write it; a spending call may start or count a block.
     let write = !matches!(mode, Mode::Peek | Mode::Refund);
-    check_key(call, name.ptr, write)?;
+    check_key(call.ctx, call.caller(), name.ptr, write)?;
     let key = Key::open(call.ctx, name.ptr, write)?;
     let held = key.read_parsed(call.ctx, name.ptr, mode == Mode::Peek, |text| {
         Held::parse(text).ok_or_else(|| Error::NotABlock(lossy(name.ptr)))
     })?;
     loaded.held = held;
-    loaded.block = Some(Slot {
-        name: Name::Made(name),
-        key,
-        key_use: KeyUse {
-            name: KeyName::Block,
-            kind: KeyKind::Integer,
-            written: true,
-        },
-        value: held.map(|h| h.end),
-        log: None,
-        signalled: false,
-    });
+    let key_use = KeyUse {
+        name: KeyName::Block,
+        kind: KeyKind::Integer,
+        written: true,
+    };
+    let value = held.map(|h| h.end);
+    loaded.block = Some(Slot::new(Name::Made(name), key, key_use, value, None));
     Ok(())
 }
 
@@ -387,7 +317,7 @@ fn check_migration(call: &Call, loaded: &Loaded) -> Result<()> {
     };
     if call.in_cluster()
         && missing_counter()
-        && super::cluster::importing(call.ctx, key_slot(super::key::bytes(loaded.limit.key)))
+        && super::cluster::importing(call.ctx, key_slot(bytes(loaded.limit.key)))
     {
         return Err(Error::TryAgain);
     }
@@ -513,7 +443,7 @@ fn check_distinct(loaded: &[Loaded]) -> Result<()> {
     let names: Vec<&[u8]> = loaded
         .iter()
         .flat_map(|l| l.slots().chain(l.block.as_ref()))
-        .map(|s| super::key::bytes(s.name.ptr()))
+        .map(|s| bytes(s.name.ptr()))
         .collect();
     for (i, name) in names.iter().enumerate() {
         if names.iter().skip(i + 1).any(|other| other == name) {
@@ -525,19 +455,13 @@ fn check_distinct(loaded: &[Loaded]) -> Result<()> {
     Ok(())
 }
 
-/// An instant `ttl_ms` from the server's now: expiry stays on the server clock.
-fn expiry(call: &Call, ttl_ms: u64) -> i64 {
-    call.server_now_ms()
-        .saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX))
-}
-
 fn apply(call: &Call, loaded: &mut Loaded, writes: &Writes) -> Result<()> {
     for write in writes.iter().flatten() {
         let key = write.key();
         let slot = loaded
             .slot_mut(key)
             .ok_or(Error::Internal("a write names no key"))?;
-        apply_one(call, slot, write)?;
+        slot::apply(call, slot, write)?;
         match *write {
             Write::SetBlock { held, .. } => loaded.held = Some(held),
             Write::Delete { key: BLOCK_KEY } => loaded.held = None,
@@ -545,114 +469,4 @@ fn apply(call: &Call, loaded: &mut Loaded, writes: &Writes) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn apply_one(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
-    let ctx = call.ctx;
-    let name = slot.name.ptr();
-    match *write {
-        Write::IncrBy { by, ttl_ms, .. } => {
-            // The read found no counter (asking the key again costs a KeyType).
-            let created = slot.value.is_none();
-            let value = slot
-                .value
-                .unwrap_or(0)
-                .checked_add(by)
-                .ok_or_else(|| Error::Overflow(lossy(name)))?;
-            if integers() {
-                // Redis's own INCRBY stores the counter as INCR does (an integer, or
-                // a shared one below 10,000).
-                slot.written_by_redis(value);
-                run_replicated(ctx, c"INCRBY", name, to_i64(by))?;
-                if created {
-                    run_replicated(ctx, c"PEXPIREAT", name, expiry(call, ttl_ms))?;
-                }
-                return Ok(());
-            }
-            slot.key.write_string(decimal(value, &mut [0; 20]))?;
-            slot.value = Some(value);
-            replicate_int(ctx, c"INCRBY", name, to_i64(by))?;
-            slot.announce(ctx, Event::String, c"incrby");
-            if created {
-                let at = expiry(call, ttl_ms);
-                slot.key.expire_at(at)?;
-                replicate_int(ctx, c"PEXPIREAT", name, at)?;
-                slot.announce(ctx, Event::Generic, c"expire");
-            }
-        }
-        Write::DecrBy { by, .. } => {
-            let value = slot.value.unwrap_or(0).saturating_sub(by);
-            slot.key.write_string(decimal(value, &mut [0; 20]))?;
-            slot.value = Some(value);
-            replicate_int(ctx, c"DECRBY", name, to_i64(by))?;
-            slot.announce(ctx, Event::String, c"decrby");
-        }
-        Write::SetExpiring { value, ttl_ms, .. } => {
-            let at = expiry(call, ttl_ms);
-            // A TTL under 1 ms (RL.THROTTLE truncates, as redis-cell does) gives an
-            // instant that is already now: some servers' SET … PXAT (Valkey 8) delete
-            // such a key at once, where it must live out its millisecond as redis-cell's
-            // does. The key API keeps it; it is gone within the millisecond either way.
-            if integers() && ttl_ms > 0 {
-                // SET stores the TAT as an integer, as the script's SET does.
-                slot.written_by_redis(value);
-                return run_set_pxat(ctx, name, to_i64(value), at);
-            }
-            // One string is both the stored value and the replicated SET's.
-            let text = OwnedString::from_i64(ctx, to_i64(value))?;
-            slot.key.write_string(super::key::bytes(text.ptr))?;
-            slot.key.expire_at(at)?;
-            slot.value = Some(value);
-            replicate_set_pxat(ctx, name, text.ptr, at)?;
-            slot.announce(ctx, Event::String, c"set");
-            slot.announce(ctx, Event::Generic, c"expire");
-        }
-        Write::Expire { ttl_ms, .. } => {
-            if slot.key.kind() != Kind::Empty {
-                // The script's PEXPIRE <window>, as the absolute instant replicas share.
-                let at = expiry(call, ttl_ms);
-                slot.key.expire_at(at)?;
-                replicate_int(ctx, c"PEXPIREAT", name, at)?;
-                slot.announce(ctx, Event::Generic, c"expire");
-            }
-        }
-        Write::Delete { .. } => {
-            if slot.key.kind() != Kind::Empty {
-                slot.key.delete()?;
-                replicate_key(ctx, c"DEL", name)?;
-                slot.announce(ctx, Event::Generic, c"del");
-            }
-            slot.value = None;
-            if let Some(log) = &mut slot.log {
-                log.cleared();
-            }
-        }
-        Write::Trim { cutoff, .. } => super::log::trim(call, slot, cutoff)?,
-        Write::Add { at, count, .. } => super::log::add(call, slot, at, count)?,
-        Write::RemoveNewest { count, cutoff, .. } => {
-            super::log::remove_newest(call, slot, count, cutoff)?
-        }
-        Write::SetMember { score, .. } => super::log::set_member(call, slot, score)?,
-        Write::RemoveMember { .. } => super::log::remove_member(call, slot)?,
-        Write::SetBlock {
-            held,
-            counted,
-            ttl_ms,
-            ..
-        } => {
-            let at = expiry(call, ttl_ms);
-            let text = OwnedString::new(ctx, &held.format(counted))?;
-            slot.key.write_string(super::key::bytes(text.ptr))?;
-            slot.key.expire_at(at)?;
-            slot.value = Some(held.end);
-            replicate_set_pxat(ctx, name, text.ptr, at)?;
-            slot.announce(ctx, Event::String, c"set");
-            slot.announce(ctx, Event::Generic, c"expire");
-        }
-    }
-    Ok(())
-}
-
-fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -6,7 +6,7 @@ use super::engine::{self, Limit};
 use super::secret::with_secret;
 use super::top;
 use crate::args::{parse_all, parse_now, parse_u64};
-use crate::commands::{algorithm, Command};
+use crate::command::{joinable, Command};
 use crate::error::{Error, Result};
 use crate::limit::Mode;
 use crate::pseudonym;
@@ -16,7 +16,7 @@ fn name(command: &'static Command) -> &'static str {
 }
 
 /// `RL.<ALGO> <key> <limit> <window> [options]`.
-pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
+pub fn limiter(call: &Call, command: &'static Command, _: &'static [Command]) -> Result<Reply> {
     let algorithm = command
         .algorithm
         .ok_or(Error::Internal("a limiter command without an algorithm"))?;
@@ -44,9 +44,9 @@ pub fn limiter(call: &Call, command: &'static Command) -> Result<Reply> {
 
 /// `RL.ALL <numlimits> <algo> <key> <limit> <window> [BURST b] [COST n] ... [NOW t]
 /// [PEEK|REFUND|RESET]`.
-pub fn all(call: &Call, command: &'static Command) -> Result<Reply> {
+pub fn all(call: &Call, command: &'static Command, table: &'static [Command]) -> Result<Reply> {
     let args = call.all_args();
-    let r = parse_all(&args, algorithm)?;
+    let r = parse_all(&args, |name| joinable(table, name))?;
     // Positions in `args` start after the command name.
     let lease = r.lease.map(|at| call.arg(at + 1));
     let limits: Vec<Limit> = r
@@ -77,14 +77,14 @@ pub fn all(call: &Call, command: &'static Command) -> Result<Reply> {
 /// Where RL.ALL's keys are, for Redis (cluster routing, ACL, COMMAND GETKEYS):
 /// positions counted from the command name. A call that does not parse declares
 /// none, and then gets its syntax error from the command itself.
-pub fn all_key_positions(args: &[&[u8]]) -> Vec<usize> {
-    parse_all(args, algorithm)
+pub fn all_key_positions(table: &'static [Command], args: &[&[u8]]) -> Vec<usize> {
+    parse_all(args, |name| joinable(table, name))
         .map(|r| r.limits.iter().map(|l| l.key + 1).collect())
         .unwrap_or_default()
 }
 
 /// `RL.PSEUDONYM <identity> [<scope>] [PREFIX6 <bits>] [NOW <µs>]`: keyless.
-pub fn pseudonym(call: &Call, _command: &'static Command) -> Result<Reply> {
+pub fn pseudonym(call: &Call, _: &'static Command, _: &'static [Command]) -> Result<Reply> {
     let mut buf = [&[][..]; MAX_ARGS];
     let args = call.args_from(1, &mut buf)?;
     let Some((identity, rest)) = args.split_first() else {
@@ -128,6 +128,6 @@ pub fn pseudonym(call: &Call, _command: &'static Command) -> Result<Reply> {
 }
 
 /// Panics on purpose, after touching nothing.
-pub fn debug_panic(_call: &Call, _command: &'static Command) -> Result<Reply> {
+pub fn debug_panic(_: &Call, _: &'static Command, _: &'static [Command]) -> Result<Reply> {
     panic!("rl.debug-panic was asked to panic");
 }

@@ -5,7 +5,8 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use crate::commands::{Registration, COMMANDS};
+use crate::command::{Command, Registration};
+use crate::commands::COMMANDS;
 
 /// The build id (see build.rs and tools/source_hash.rs), as a C string.
 const BUILD_ID: &std::ffi::CStr =
@@ -49,7 +50,7 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
             }
         }
         // RL.TOP's own fields are the summary's size, not call counters.
-        let shown = |c: &&crate::commands::Command| {
+        let shown = |c: &&Command| {
             c.requires != Some("debug-commands")
                 && c.name != "rl.top"
                 && c.state.get() == Registration::Registered

@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod call;
 pub mod cluster;
+pub mod dispatch;
 pub mod effects;
 pub mod engine;
 pub mod handlers;
@@ -18,5 +19,6 @@ pub mod log;
 pub mod options;
 pub mod register;
 pub mod secret;
+pub mod slot;
 pub mod stats;
 pub mod top;

@@ -9,10 +9,11 @@ use std::ptr;
 use redis_module::raw;
 
 use super::call::log_warning;
-use super::call::run;
+use super::dispatch::run;
 use super::handlers::all_key_positions;
 use super::key::{bytes, call_command, Ctx, OwnedString, Propagate, RString};
-use crate::commands::{Arg, ArgType, Command, Keys, Registration, COMMANDS};
+use crate::command::{Arg, ArgType, Command, Keys, Registration};
+use crate::commands::COMMANDS;
 
 /// Every module API function the commands call. A server without one of them would
 /// make a check pass open (an ACL check, a replication), so the module refuses to
@@ -138,7 +139,7 @@ fn declare_keys(ctx: Ctx, argv: *mut RString, argc: c_int) {
     // SAFETY: Redis passes `argc` valid argument strings.
     let argv = unsafe { std::slice::from_raw_parts(argv, argc) };
     let args: Vec<&[u8]> = argv.iter().skip(1).map(|&s| bytes(s)).collect();
-    for position in all_key_positions(&args) {
+    for position in all_key_positions(&COMMANDS, &args) {
         // SAFETY: a keys-position request context and a position inside argv.
         unsafe {
             if let (Some(at), Ok(position)) = (raw::RedisModule_KeyAtPos, c_int::try_from(position))

@@ -13,9 +13,9 @@ use super::call::{Call, Reply};
 use super::key::{bytes, RString};
 use crate::algo::Algorithm;
 use crate::args::parse_u64;
-use crate::commands::{Command, COMMANDS};
+use crate::command::{algorithms, Command};
 use crate::error::{Error, Result};
-use crate::top::{Kind, Summary};
+use crate::top::{Kind, Row, Summary};
 
 pub const DEFAULT_SIZE: i64 = 1024;
 pub const MAX_SIZE: i64 = 1 << 20;
@@ -119,20 +119,14 @@ pub fn info() -> (u64, u64) {
         .map_or((0, 0), |s| (s.len() as u64, s.bytes() as u64))
 }
 
-/// One RL.TOP row.
-pub struct Row {
-    pub key: Vec<u8>,
-    pub denied: u64,
-    pub admitted: u64,
-    pub error: u64,
-    pub last_denied_ms: i64,
-    pub kind: Kind,
-}
-
 const DEFAULT_COUNT: u64 = 10;
 
 /// `RL.TOP [COUNT n] [ALGORITHM name] [RESET]`.
-pub fn handler(call: &Call, _command: &'static Command) -> Result<Reply> {
+pub fn handler(
+    call: &Call,
+    _command: &'static Command,
+    table: &'static [Command],
+) -> Result<Reply> {
     let args = call.all_args();
     let mut count = None;
     let mut only: Option<&'static str> = None;
@@ -156,7 +150,7 @@ pub fn handler(call: &Call, _command: &'static Command) -> Result<Reply> {
                 return Err(Error::RepeatedOption("ALGORITHM"));
             }
             let value = rest.next().ok_or(Error::MissingValue("ALGORITHM"))?;
-            only = Some(known_algorithm(value)?);
+            only = Some(known_algorithm(table, value)?);
         } else if word.eq_ignore_ascii_case(b"RESET") {
             if reset {
                 return Err(Error::RepeatedOption("RESET"));
@@ -193,10 +187,8 @@ pub fn handler(call: &Call, _command: &'static Command) -> Result<Reply> {
 }
 
 /// Any limiter's algorithm (RL.ALL's, and THROTTLE), case-insensitive.
-fn known_algorithm(name: &[u8]) -> Result<&'static str> {
-    COMMANDS
-        .iter()
-        .filter_map(|c| c.algorithm)
+fn known_algorithm(table: &'static [Command], name: &[u8]) -> Result<&'static str> {
+    algorithms(table)
         .map(|a| a.name())
         .find(|a| name.eq_ignore_ascii_case(a.as_bytes()))
         .ok_or_else(|| Error::TopUnknownAlgorithm(String::from_utf8_lossy(name).into_owned()))
