@@ -815,10 +815,10 @@ local function read_block(name)
   local v = redis.pcall('GET', name)
   if type(v) == 'table' and v.err then fail(WRONGTYPE) end
   if not v then return nil end
+  -- A block written without a count was started by one denial.
   local ends, strikes = v, '1'
   local at = string.find(v, ':', 1, true)
   if at then ends, strikes = string.sub(v, 1, at - 1), string.sub(v, at + 1) end
-  -- A block written without a count was started by one denial.
   local h = { ends = parse_exact(ends), strikes = parse_exact(strikes) }
   if h.ends == nil or h.strikes == nil then
     fail("ERR limiter key '" .. name .. "' does not hold a block (unix microseconds, or unix microseconds:strikes)")
