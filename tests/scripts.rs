@@ -13,7 +13,13 @@
 //! and emission interval in the random runs is at least 100 s, so that no key expires
 //! in real time during a run (which could hit one twin between the two calls of a
 //! pair). A call that may leave a shorter TTL (a GCRA REFUND, a lease RELEASE) has both
-//! twins' expiry compared and then moved to one shared far instant.
+//! twins' expiry compared and then moved to one shared far instant. So does a spending
+//! call with `BLOCK … STRIKES` (and no EXTEND or BACKOFF): while blocked it rewrites the
+//! block key with the time left, which NOW may put just before the block's end.
+//!
+//! The `*_block_*` runs give every identity a penalty box (`BLOCK` of at least 100 s,
+//! with EXTEND, BACKOFF and STRIKES at random, IMPOSE among the modes) and step NOW onto
+//! the blocks' ends; the block keys are compared with the rest.
 mod common;
 use common::*;
 
@@ -244,13 +250,28 @@ fn same_state(c: &mut Connection, a: char, b: char, context: &str, lenient: bool
 /// Both twins of every key that expires within the next minute (in real time) get
 /// one shared far expiry, after their own expiry instants were compared.
 fn push_short_expiries(c: &mut Connection, a: char, b: char) {
+    let time = |c: &mut Connection| {
+        let t: Vec<String> = redis::cmd("TIME").query(c).expect("TIME");
+        t[0].parse::<i64>().unwrap() * 1000 + 1000
+    };
+    let soon = |now_ms: i64, s: Option<&KeyState>| {
+        s.is_some_and(|s| s.expire_at >= 0 && s.expire_at < now_ms + 60_000)
+    };
+    // Most such calls left no short expiry: the regular comparisons see their keys.
+    let now_ms = time(c);
+    let (left, right) = (states(c, a), states(c, b));
+    if !left
+        .values()
+        .chain(right.values())
+        .any(|s| soon(now_ms, Some(s)))
+    {
+        return;
+    }
     same_state(c, a, b, "before moving short expiries", true);
-    let now_ms: Vec<String> = redis::cmd("TIME").query(c).expect("TIME");
-    let now_ms: i64 = now_ms[0].parse::<i64>().unwrap() * 1000 + 1000;
+    let now_ms = time(c);
     let far = now_ms + 3_600_000;
     let (left, right) = (states(c, a), states(c, b));
-    let soon =
-        |s: Option<&KeyState>| s.is_some_and(|s| s.expire_at >= 0 && s.expire_at < now_ms + 60_000);
+    let soon = |s: Option<&KeyState>| soon(now_ms, s);
     let names: std::collections::BTreeSet<&String> = left.keys().chain(right.keys()).collect();
     for name in names {
         let (l, r) = (left.get(name), right.get(name));
@@ -352,42 +373,109 @@ fn amount(rng: &mut StdRng, small: u64) -> u64 {
     }
 }
 
-fn mode(rng: &mut StdRng, args: &mut Vec<String>) {
-    match rng.gen_range(0..100) {
-        0..=9 => args.push("PEEK".into()),
-        10..=21 => args.push("REFUND".into()),
-        22..=25 => args.push("RESET".into()),
-        _ => {}
-    }
+/// A mode, or none (a spending call); IMPOSE only in the BLOCK runs.
+fn mode(rng: &mut StdRng, block: bool) -> Option<Vec<String>> {
+    let word = match rng.gen_range(0..100) {
+        0..=9 => "PEEK",
+        10..=21 => "REFUND",
+        22..=25 => "RESET",
+        26..=31 if block => "IMPOSE",
+        _ => return None,
+    };
+    Some(vec![word.into()])
 }
 
-/// One identity's settings for a run: what its calls keep (window, lease ttl, rate).
+/// Block lengths of at least 100 s (see the module comment), in every spelling.
+const BLOCKS: [(&str, u64); 8] = [
+    ("100", 100),
+    ("150s", 150),
+    ("100000ms", 100),
+    ("300", 300),
+    ("1000S", 1000),
+    ("3600", 3600),
+    ("86400", 86400),
+    ("315360000", 315_360_000),
+];
+
+/// A random `BLOCK <d> [EXTEND | BACKOFF <max>] [STRIKES]`, as groups of words that
+/// may come in any order among a limit's options.
+fn block_clause(rng: &mut StdRng) -> Vec<Vec<String>> {
+    let (d, secs) = BLOCKS[rng.gen_range(0..BLOCKS.len())];
+    let word = |rng: &mut StdRng, w: &str| {
+        if rng.gen_bool(0.2) {
+            w.to_lowercase()
+        } else {
+            w.to_string()
+        }
+    };
+    let mut groups = vec![vec![word(rng, "BLOCK"), d.to_string()]];
+    match rng.gen_range(0..3) {
+        0 => {}
+        1 => groups.push(vec![word(rng, "EXTEND")]),
+        _ => {
+            let max = match rng.gen_range(0..3) {
+                0 => secs,
+                1 => (secs * rng.gen_range(2..=40)).min(315_360_000),
+                _ => 315_360_000,
+            };
+            groups.push(vec![word(rng, "BACKOFF"), format!("{max}s")]);
+        }
+    }
+    if rng.gen_bool(0.5) {
+        groups.push(vec![word(rng, "STRIKES")]);
+    }
+    groups
+}
+
+/// One identity's settings for a run: what its calls keep (window, lease ttl, rate,
+/// penalty box).
 #[derive(Clone)]
 struct Identity {
     window: &'static str,
     limit_cap: u64,
+    block: Vec<Vec<String>>,
 }
 
-fn identities(rng: &mut StdRng, n: usize) -> Vec<Identity> {
+fn identities(rng: &mut StdRng, n: usize, block: bool) -> Vec<Identity> {
     (0..n)
         .map(|_| {
             let (window, secs) = WINDOWS[rng.gen_range(0..WINDOWS.len())];
             Identity {
                 window,
                 limit_cap: secs / 100,
+                block: if block { block_clause(rng) } else { vec![] },
             }
         })
         .collect()
 }
 
-/// The state instants worth stepping NOW onto: TATs and lease expiries of the
-/// module's keys (µs; a THROTTLE TAT is in ns).
-fn instants(c: &mut Connection) -> Vec<u64> {
+/// In a BLOCK run, a limit's options with its penalty box, shuffled: mostly the
+/// identity's own clause, sometimes another, sometimes none.
+fn with_block(rng: &mut StdRng, id: &Identity, mut opts: Vec<Vec<String>>) -> Vec<String> {
+    if !id.block.is_empty() {
+        match rng.gen_range(0..100) {
+            0..=84 => opts.extend(id.block.iter().cloned()),
+            85..=94 => opts.extend(block_clause(rng)),
+            _ => {}
+        }
+        for i in 0..opts.len() {
+            let j = rng.gen_range(i..opts.len());
+            opts.swap(i, j);
+        }
+    }
+    opts.concat()
+}
+
+/// The state instants worth stepping NOW onto: TATs, lease expiries and block ends
+/// of the module's keys (µs; a THROTTLE TAT is in ns).
+fn instants(states: &BTreeMap<String, KeyState>) -> Vec<u64> {
     let mut out = Vec::new();
-    for (_, s) in states(c, 'm') {
+    for s in states.values() {
         match s.kind.as_str() {
             "string" => {
-                if let Ok(v) = s.value[0].parse::<u64>() {
+                // A block's value is `<end>` or `<end>:<strikes>`.
+                let end = s.value[0].split(':').next().unwrap_or("");
+                if let Ok(v) = end.parse::<u64>() {
                     out.push(if v > 1u64 << 53 { v / 1000 } else { v });
                 }
             }
@@ -416,22 +504,24 @@ fn random_call(
     let key = format!("{{u{n}}}:X");
     let mut args = vec![key];
     let w = window_us(id.window);
+    let block = !id.block.is_empty();
+    let mut opts: Vec<Vec<String>> = vec![];
     match command {
         "fixed" | "slidecount" => {
             args.push(amount(rng, 12).to_string());
             args.push(id.window.into());
             if rng.gen_bool(0.6) {
-                args.extend(["COST".into(), amount(rng, 3).to_string()]);
+                opts.push(vec!["COST".into(), amount(rng, 3).to_string()]);
             }
-            mode(rng, &mut args);
+            opts.extend(mode(rng, block));
         }
         "slidelog" => {
             args.push(rng.gen_range(1..=12u64).to_string());
             args.push(id.window.into());
             if rng.gen_bool(0.6) {
-                args.extend(["cost".into(), rng.gen_range(1..=4u64).to_string()]);
+                opts.push(vec!["cost".into(), rng.gen_range(1..=4u64).to_string()]);
             }
-            mode(rng, &mut args);
+            opts.extend(mode(rng, block));
         }
         "gcra" => {
             let limit = rng.gen_range(1..=id.limit_cap.clamp(1, 40));
@@ -439,15 +529,16 @@ fn random_call(
             args.push(id.window.into());
             match rng.gen_range(0..10) {
                 0..=3 => {}
-                4..=8 => {
-                    args.extend(["BURST".into(), rng.gen_range(1..=2 * limit + 1).to_string()])
-                }
-                _ => args.extend(["BURST".into(), amount(rng, 1000).to_string()]),
+                4..=8 => opts.push(vec![
+                    "BURST".into(),
+                    rng.gen_range(1..=2 * limit + 1).to_string(),
+                ]),
+                _ => opts.push(vec!["BURST".into(), amount(rng, 1000).to_string()]),
             }
             if rng.gen_bool(0.5) {
-                args.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]);
+                opts.push(vec!["COST".into(), rng.gen_range(1..=3u64).to_string()]);
             }
-            mode(rng, &mut args);
+            opts.extend(mode(rng, block));
         }
         "throttle" => {
             let count = rng.gen_range(1..=id.limit_cap.clamp(1, 40));
@@ -476,6 +567,7 @@ fn random_call(
         }
         _ => unreachable!(),
     }
+    args.extend(with_block(rng, id, opts));
     args.extend(["NOW".into(), now.to_string()]);
     (
         Call {
@@ -503,17 +595,22 @@ fn random_all(rng: &mut StdRng, ids: &[Identity], n: usize, now: u64) -> (Call, 
     let mut args = vec![count.to_string()];
     let mut keys = Vec::new();
     let mut leased = false;
+    let block = !id.block.is_empty();
     for &a in &picked {
         let algo = ALL_ALGOS[a];
         args.push(algo.to_uppercase());
         keys.push(args.len());
         args.push(format!("{{u{n}}}:X{algo}"));
+        let mut opts: Vec<Vec<String>> = vec![];
         match algo {
             "gcra" => {
                 let limit = rng.gen_range(1..=id.limit_cap.clamp(1, 40));
                 args.extend([limit.to_string(), id.window.into()]);
                 if rng.gen_bool(0.6) {
-                    args.extend(["BURST".into(), rng.gen_range(1..=2 * limit + 1).to_string()]);
+                    opts.push(vec![
+                        "BURST".into(),
+                        rng.gen_range(1..=2 * limit + 1).to_string(),
+                    ]);
                 }
             }
             "concurrency" => {
@@ -524,7 +621,13 @@ fn random_all(rng: &mut StdRng, ids: &[Identity], n: usize, now: u64) -> (Call, 
             _ => args.extend([amount(rng, 12).to_string(), id.window.into()]),
         }
         if algo != "concurrency" && rng.gen_bool(0.4) {
-            args.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]);
+            opts.push(vec!["COST".into(), rng.gen_range(1..=3u64).to_string()]);
+        }
+        // In a BLOCK run, about half the rate limits have a penalty box.
+        if block && algo != "concurrency" && rng.gen_bool(0.5) {
+            args.extend(with_block(rng, id, opts));
+        } else {
+            args.extend(opts.concat());
         }
     }
     args.extend(["NOW".into(), now.to_string()]);
@@ -536,6 +639,8 @@ fn random_all(rng: &mut StdRng, ids: &[Identity], n: usize, now: u64) -> (Call, 
         0..=9 => args.push("PEEK".into()),
         10..=21 => args.push("REFUND".into()),
         22..=24 => args.push("RESET".into()),
+        // IMPOSE on limits without BLOCK is refused: compared too.
+        25..=30 if block => args.push("IMPOSE".into()),
         _ => {}
     }
     (
@@ -568,8 +673,20 @@ const GARBAGE: [&str; 16] = [
     "1764480000",
 ];
 
+/// The penalty box's words, wrong where they stand.
+const BLOCK_GARBAGE: [&str; 8] = [
+    "BLOCK",
+    "EXTEND",
+    "BACKOFF",
+    "STRIKES",
+    "IMPOSE",
+    "0ms",
+    "315360001",
+    "999ms",
+];
+
 /// One argument replaced by a bad word, dropped or repeated (never a key).
-fn mutate(rng: &mut StdRng, mut call: Call) -> Call {
+fn mutate(rng: &mut StdRng, mut call: Call, block: bool) -> Call {
     let candidates: Vec<usize> = (0..call.args.len())
         .filter(|i| !call.keys.contains(i))
         .collect();
@@ -580,6 +697,9 @@ fn mutate(rng: &mut StdRng, mut call: Call) -> Call {
     } else {
         rng.gen_range(0..3)
     } {
+        0 if block && rng.gen_bool(0.5) => {
+            call.args[at] = BLOCK_GARBAGE[rng.gen_range(0..BLOCK_GARBAGE.len())].to_string()
+        }
         0 => call.args[at] = GARBAGE[rng.gen_range(0..GARBAGE.len())].to_string(),
         1 => {
             call.args.remove(at);
@@ -595,15 +715,23 @@ fn mutate(rng: &mut StdRng, mut call: Call) -> Call {
 /// Whether a call may leave an expiry shorter than its window (see the module comment).
 fn may_shorten_ttl(call: &Call) -> bool {
     let has = |w: &str| call.args.iter().any(|a| a.eq_ignore_ascii_case(w));
+    // A strike counted in a block that does not grow keeps its end: the time left.
+    let strikes = has("STRIKES") && (call.command == "all" || !(has("EXTEND") || has("BACKOFF")));
     (call.command == "gcra" && has("REFUND"))
         || (call.command == "concurrency" && has("RELEASE"))
         || (call.command == "all" && has("REFUND"))
+        || strikes
 }
 
 struct Outcome {
     calls: usize,
     errors: usize,
     admitted: usize,
+    /// Calls with a BLOCK clause, and block keys seen in the state comparisons (those
+    /// with two strikes or more apart).
+    block_calls: usize,
+    block_keys: usize,
+    struck: usize,
 }
 
 /// A reply as text: the value, or the error line.
@@ -633,18 +761,28 @@ fn pipeline(c: &mut Connection, cmds: &[redis::Cmd]) -> Vec<String> {
 
 /// `calls` random calls of `command`: the module on the `m` twin; on the `s` twin the
 /// script (`right`), or a random mix of module and script per call (None).
-fn differential(command: &'static str, seed: u64, calls: usize, right: Option<Impl>) -> Outcome {
+/// With `block`, every identity has a penalty box (see the module comment).
+fn differential(
+    command: &'static str,
+    seed: u64,
+    calls: usize,
+    right: Option<Impl>,
+    block: bool,
+) -> Outcome {
     let server = Server::start();
     let mut c = server.conn();
     let shas = load_scripts(&mut c);
     let mut rng = StdRng::seed_from_u64(seed);
-    let ids = identities(&mut rng, 4);
+    let ids = identities(&mut rng, 4, block);
     let mut clock = Clock::new(&mut rng);
     let mut known = Vec::new();
     let mut out = Outcome {
         calls: 0,
         errors: 0,
         admitted: 0,
+        block_calls: 0,
+        block_keys: 0,
+        struck: 0,
     };
     let (a, b) = ('m', 's');
     let mut batch: Vec<(Call, Impl)> = Vec::new();
@@ -663,7 +801,7 @@ fn differential(command: &'static str, seed: u64, calls: usize, right: Option<Im
             random_call(&mut rng, command, &ids, n, now)
         };
         let call = if rng.gen_bool(0.06) {
-            mutate(&mut rng, call)
+            mutate(&mut rng, call, block)
         } else {
             call
         };
@@ -695,6 +833,9 @@ fn differential(command: &'static str, seed: u64, calls: usize, right: Option<Im
                 call.args
             );
             out.calls += 1;
+            if call.args.iter().any(|a| a.eq_ignore_ascii_case("BLOCK")) {
+                out.block_calls += 1;
+            }
             if pair[0].starts_with("ERR") && std::env::var_os("RL_SCRIPTS_SHOW").is_some() {
                 eprintln!("{:?} -> {}", call.args, pair[0]);
             }
@@ -716,7 +857,17 @@ fn differential(command: &'static str, seed: u64, calls: usize, right: Option<Im
         if since_check >= BATCH {
             since_check = 0;
             assert_same_state(&mut c, a, b, &format!("seed {seed} after call {i}"));
-            known = instants(&mut c);
+            let state = states(&mut c, a);
+            for (name, s) in &state {
+                if name.ends_with(":block") {
+                    out.block_keys += 1;
+                    let strikes = s.value[0].split(':').nth(1).map(|n| n.parse::<u64>());
+                    if strikes.is_some_and(|n| n.is_ok_and(|n| n >= 2)) {
+                        out.struck += 1;
+                    }
+                }
+            }
+            known = instants(&state);
         }
     }
     assert_same_state(&mut c, a, b, &format!("seed {seed} at the end"));
@@ -732,8 +883,9 @@ fn seed(command: &str) -> u64 {
 
 fn check_counts(command: &str, o: &Outcome) {
     eprintln!(
-        "{command}: {} calls, {} admitted, {} errors",
-        o.calls, o.admitted, o.errors
+        "{command}: {} calls, {} admitted, {} errors, {} with BLOCK, {} block keys compared \
+         ({} with two strikes or more)",
+        o.calls, o.admitted, o.errors, o.block_calls, o.block_keys, o.struck
     );
     // A run that admitted or denied almost nothing compared little.
     assert!(
@@ -751,7 +903,7 @@ macro_rules! differential_tests {
     ($($name:ident, $mixed:ident: $command:literal;)*) => {$(
         #[test]
         fn $name() {
-            let o = differential($command, seed($command), CALLS, Some(Impl::Script));
+            let o = differential($command, seed($command), CALLS, Some(Impl::Script), false);
             check_counts($command, &o);
         }
 
@@ -759,10 +911,55 @@ macro_rules! differential_tests {
         /// its twin: the same decisions.
         #[test]
         fn $mixed() {
-            let o = differential($command, seed($command) ^ 0xf1ee7, CALLS / 5, None);
+            let o = differential($command, seed($command) ^ 0xf1ee7, CALLS / 5, None, false);
             check_counts($command, &o);
         }
     )*};
+}
+
+/// The random runs with a penalty box on every identity.
+macro_rules! block_differential_tests {
+    ($($name:ident, $mixed:ident: $command:literal;)*) => {$(
+        #[test]
+        fn $name() {
+            let seed = seed($command) ^ 0xb10c;
+            let o = differential($command, seed, BLOCK_CALLS, Some(Impl::Script), true);
+            check_block_counts($command, &o);
+        }
+
+        /// The mixed fleet with BLOCK: module and script at random on one twin.
+        #[test]
+        fn $mixed() {
+            let seed = seed($command) ^ 0xb10c_f1ee7;
+            let o = differential($command, seed, BLOCK_CALLS / 5, None, true);
+            check_block_counts($command, &o);
+        }
+    )*};
+}
+
+/// Random calls per command in a BLOCK run.
+const BLOCK_CALLS: usize = 4_000;
+
+/// A BLOCK run that started, counted and crossed few blocks compared little.
+fn check_block_counts(command: &str, o: &Outcome) {
+    check_counts(command, o);
+    assert!(
+        o.block_calls > o.calls / 2,
+        "{command}: few calls with BLOCK"
+    );
+    assert!(
+        o.block_keys > o.calls / 50,
+        "{command}: few block keys compared"
+    );
+    assert!(o.struck > 0, "{command}: no block counted two strikes");
+}
+
+block_differential_tests! {
+    fixed_block_matches_the_module, fixed_block_mixed_fleet: "fixed";
+    slidecount_block_matches_the_module, slidecount_block_mixed_fleet: "slidecount";
+    slidelog_block_matches_the_module, slidelog_block_mixed_fleet: "slidelog";
+    gcra_block_matches_the_module, gcra_block_mixed_fleet: "gcra";
+    all_block_matches_the_module, all_block_mixed_fleet: "all";
 }
 
 differential_tests! {
@@ -951,6 +1148,41 @@ fn bad_arguments_get_the_same_errors() {
         "all 1 slidelog K 1 10 COST 1001",
         "all 1 gcra K 10001 10ms",
         "all 1 fixed K 1 10 NOW",
+        "fixed K 1 10 BLOCK",
+        "fixed K 1 10 BLOCK 0",
+        "fixed K 1 10 BLOCK -1",
+        "fixed K 1 10 BLOCK 1.5",
+        "fixed K 1 10 BLOCK 315360001s",
+        "fixed K 1 10 BLOCK 10 BACKOFF",
+        "fixed K 1 10 BLOCK 10 BACKOFF 0",
+        "fixed K 1 10 BLOCK 10 BACKOFF 9999ms",
+        "fixed K 1 10 BLOCK 10 BLOCK 10",
+        "fixed K 1 10 BLOCK 10 EXTEND extend",
+        "fixed K 1 10 BLOCK 10 STRIKES STRIKES",
+        "fixed K 1 10 BLOCK 10 BACKOFF 20 BACKOFF 20",
+        "fixed K 1 10 BLOCK 10 EXTEND BACKOFF 20",
+        "fixed K 1 10 EXTEND",
+        "fixed K 1 10 BACKOFF 20",
+        "fixed K 1 10 STRIKES",
+        "fixed K 1 10 IMPOSE",
+        "fixed K 1 10 BLOCK 10 IMPOSE IMPOSE",
+        "fixed K 1 10 BLOCK 10 IMPOSE PEEK",
+        "fixed K 1 10 BLOCK 10 RESET IMPOSE",
+        "gcra K 1 10 BLOCK x",
+        "slidecount K 1 10 BLOCK 10 BURST 2",
+        "slidelog K 1 10 STRIKES BLOCK 5 EXTEND BACKOFF 5",
+        "concurrency K 1 10 BLOCK 5 ACQUIRE a",
+        "concurrency K 1 10 ACQUIRE a BLOCK 5",
+        "throttle K 1 2 3 BLOCK 5",
+        "all 1 concurrency K 1 10 BLOCK 5 LEASE a",
+        "all 1 fixed K 1 10 NOW 1764480000000000 BLOCK 5",
+        "all 1 fixed K 1 10 PEEK STRIKES",
+        "all 1 fixed K 1 10 BLOCK 5 EXTEND BACKOFF 9",
+        "all 1 fixed K 1 10 BLOCK",
+        "all 1 fixed K 1 10 IMPOSE",
+        "all 2 fixed K 1 10 gcra K2 1 10 IMPOSE",
+        "all 2 slidelog K:block 5 60 fixed K 5 60 BLOCK 10",
+        "all 2 fixed K 5 60 BLOCK 10 slidelog K:block 5 60",
     ]
     .iter()
     .map(|l| l.replace(" K", &format!(" {k}")))
@@ -1335,18 +1567,30 @@ fn cluster_needs_a_hash_tag_on_both() {
         panic!("no node owns {:?}", call.args);
     };
     for (key, tagged) in [("plain:X", false), ("{tag}:X", true)] {
-        for command in ["fixed", "slidecount", "gcra"] {
+        // With BLOCK every limiter has a derived key: `<key>:block`.
+        for (command, block) in [
+            ("fixed", false),
+            ("slidecount", false),
+            ("gcra", false),
+            ("gcra", true),
+            ("slidelog", true),
+        ] {
+            let mut args: Vec<String> = [key, "5", "60", "NOW", "1764480000000000"]
+                .map(String::from)
+                .to_vec();
+            if block {
+                args.extend(["BLOCK".into(), "300".into()]);
+            }
             let call = Call {
                 command,
-                args: [key, "5", "60", "NOW", "1764480000000000"]
-                    .map(String::from)
-                    .to_vec(),
+                args,
                 keys: vec![0],
             };
             let m = on_owner(&call, Impl::Module, 'm');
             let s = on_owner(&call, Impl::Script, 's');
             let needs = m.contains("needs a {hash tag}");
-            assert_eq!(needs, !tagged && command != "gcra", "{command} {key}: {m}");
+            let derived = command != "gcra" || block;
+            assert_eq!(needs, !tagged && derived, "{command} {key}: {m}");
             // The untagged twins hash apart, so compare with the key names masked.
             let mask = |r: &str| {
                 r.replace("plain:m", "plain:X")
@@ -1416,43 +1660,398 @@ fn expiry_instants_agree_to_the_millisecond() {
     assert!(equal.iter().all(|&n| n >= 6), "equal of 12 each: {equal:?}");
 }
 
-/// Deliberate difference: the penalty box (BLOCK, IMPOSE) is the module's alone. The
-/// scripts check its arguments as the module does (a wrong one gets the module's
-/// error), then refuse a valid one, writing nothing.
+/// A block key's expiry to the millisecond: a strike that keeps the block's end leaves
+/// the time left, rounded up to a whole millisecond by both (see
+/// `expiry_instants_agree_to_the_millisecond` for why most trials, not all).
 #[test]
-fn block_is_refused_by_the_scripts() {
+fn block_expiry_instants_agree_to_the_millisecond() {
     let server = Server::start();
     let mut c = server.conn();
     let shas = load_scripts(&mut c);
-    for (command, line) in [
-        ("fixed", "{k}:X 5 60 BLOCK 300 NOW 1764480000000000"),
-        (
-            "gcra",
-            "{k}:X 5 60 BLOCK 300 BACKOFF 3600 STRIKES IMPOSE NOW 1764480000000000",
-        ),
-        (
-            "all",
-            "1 slidelog {k}:X 5 60 BLOCK 30s EXTEND NOW 1764480000000000",
-        ),
+    let mut equal = 0;
+    for i in 0..12u64 {
+        for attempt in 0..3 {
+            let key = format!("{{y{i}a{attempt}}}:X");
+            let call = |mode: Option<&str>, at: u64| {
+                let mut args: Vec<String> =
+                    [key.as_str(), "1", "3600", "BLOCK", "2500ms", "STRIKES"]
+                        .map(String::from)
+                        .to_vec();
+                args.extend(mode.map(String::from));
+                args.extend(["NOW".into(), at.to_string()]);
+                Call {
+                    command: "gcra",
+                    args,
+                    keys: vec![0],
+                }
+            };
+            // IMPOSE: a block of exactly 2500 ms; then a strike 1234.567 ms (and i µs)
+            // later: 1265.433 ms left, 1266 ms of TTL.
+            let impose = call(Some("IMPOSE"), T0);
+            let r = pipeline(
+                &mut c,
+                &[
+                    cmd_for(&shas, &impose, Impl::Module, 'm'),
+                    cmd_for(&shas, &impose, Impl::Script, 's'),
+                ],
+            );
+            assert_eq!(r[0], r[1]);
+            let strike = call(None, T0 + 1_234_567 + i);
+            let name = |l: char| format!("{}:block", key.replace(":X", &format!(":{l}")));
+            let mut pipe = redis::pipe();
+            pipe.atomic()
+                .add_command(cmd_for(&shas, &strike, Impl::Module, 'm'))
+                .add_command(cmd_for(&shas, &strike, Impl::Script, 's'))
+                .cmd("PEXPIRETIME")
+                .arg(name('m'))
+                .cmd("PEXPIRETIME")
+                .arg(name('s'));
+            let (rm, rs, m, s): (Vec<i64>, Vec<i64>, i64, i64) = pipe.query(&mut c).expect("MULTI");
+            assert_eq!(rm, vec![0, 0, 1266, 1266, 1]);
+            assert_eq!(rm, rs);
+            assert!(m > 0 && s > 0, "{m} {s}");
+            assert!((m - s).abs() <= TOL_MS, "{m} {s}");
+            if m == s {
+                equal += 1;
+                break;
+            }
+        }
+    }
+    assert!(equal >= 9, "equal in {equal} of 12");
+}
+
+/// The examples of docs/block.md, on both: the replies the page shows, the same block
+/// keys (value and expiry) and the same counters.
+#[test]
+fn block_examples_from_the_docs_on_both() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let login = "{alice}:X 2 60 BLOCK 300 NOW";
+    let api = "{k1}:X 1 10 BLOCK 10 BACKOFF 3600 STRIKES NOW";
+    for (command, line, at, want) in [
+        ("fixed", login, 0, vec![1, 1, 0, 60000]),
+        ("fixed", login, 1, vec![1, 0, 0, 59000]),
+        ("fixed", login, 2, vec![0, 0, 300000, 300000]),
+        ("fixed", login, 62, vec![0, 0, 240000, 240000]),
+        ("fixed", login, 302, vec![1, 1, 0, 58000]),
+        ("gcra", api, 0, vec![1, 0, 0, 10000, 0]),
+        ("gcra", api, 1, vec![0, 0, 10000, 10000, 1]),
+        ("gcra", api, 2, vec![0, 0, 20000, 20000, 2]),
     ] {
-        let args: Vec<String> = line.split(' ').map(String::from).collect();
-        let keys = vec![args.iter().position(|a| a.starts_with("{k}")).unwrap_or(0)];
+        let mut args: Vec<String> = line.split(' ').map(String::from).collect();
+        args.push((1_764_480_000_000_000u64 + at * 1_000_000).to_string());
         let call = Call {
             command,
             args,
-            keys,
+            keys: vec![0],
         };
-        let m = pipeline(&mut c, &[cmd_for(&shas, &call, Impl::Module, 'm')]);
-        let s = pipeline(&mut c, &[cmd_for(&shas, &call, Impl::Script, 's')]);
-        assert!(m[0].starts_with("array("), "{line}: {}", m[0]);
-        assert_eq!(
-            s[0], "ERR ERR redis-rl scripts do not implement BLOCK: load the module for it",
-            "{line}"
-        );
-        let written: Vec<String> = redis::cmd("KEYS")
-            .arg("{k}:s*")
-            .query(&mut c)
-            .expect("KEYS");
-        assert!(written.is_empty(), "{line}: {written:?}");
+        for (imp, letter) in [(Impl::Module, 'm'), (Impl::Script, 's')] {
+            let got: Vec<i64> = cmd_for(&shas, &call, imp, letter)
+                .query(&mut c)
+                .unwrap_or_else(|e| panic!("{line} {at}: {e}"));
+            assert_eq!(got, want, "{imp:?}: {line} at +{at} s");
+        }
+        assert_same_state(&mut c, 'm', 's', &format!("{line} at +{at} s"));
+        if (command, at) == ("fixed", 2) {
+            let value: String = redis::cmd("GET")
+                .arg("{alice}:s:block")
+                .query(&mut c)
+                .expect("GET");
+            assert_eq!(value, "1764480302000000");
+        }
     }
+    let value: String = redis::cmd("GET")
+        .arg("{k1}:s:block")
+        .query(&mut c)
+        .expect("GET");
+    assert_eq!(value, "1764480022000000:2");
+}
+
+/// Every mode on every limiter while blocked, not blocked and after the block ended,
+/// with each clause: the same replies and state, call for call; IMPOSE then RESET.
+#[test]
+fn block_modes_on_every_limiter() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let clauses = [
+        "BLOCK 100",
+        "BLOCK 100 STRIKES",
+        "EXTEND BLOCK 100",
+        "BLOCK 100 BACKOFF 1000 STRIKES",
+        "STRIKES BACKOFF 100 BLOCK 100000ms",
+    ];
+    let mut compared = 0;
+    for command in ["fixed", "slidecount", "slidelog", "gcra", "all"] {
+        for (k, clause) in clauses.iter().enumerate() {
+            let head = match command {
+                "all" => {
+                    format!("2 gcra {{a{k}}}:Xg 1 1000 {clause} fixed {{a{k}}}:Xf 3 1000 {clause}")
+                }
+                _ => format!("{{a{k}{command}}}:X 2 1000 {clause}"),
+            };
+            // Two admitted, a denial (the block starts), calls while blocked, at its
+            // end and after: in every mode.
+            // (Strikes that keep the end leave the time left as the key's TTL: none
+            // here is under a minute, so nothing expires in real time meanwhile.)
+            let steps: [(u64, &str); 14] = [
+                (0, ""),
+                (1, ""),
+                (2, ""),
+                (3, "PEEK"),
+                (4, "REFUND"),
+                (5, ""),
+                (30, ""),
+                (99, "PEEK"),
+                (102, ""),
+                (103, "IMPOSE"),
+                (104, ""),
+                (150, "RESET"),
+                (151, ""),
+                (5000, ""),
+            ];
+            for (s, mode) in steps {
+                let mut args: Vec<String> = head.split(' ').map(String::from).collect();
+                args.extend(["NOW".into(), (T0 + s * 1_000_000).to_string()]);
+                if !mode.is_empty() {
+                    args.push(mode.into());
+                }
+                let keys = (0..args.len())
+                    .filter(|&i| args[i].starts_with("{a"))
+                    .collect();
+                let call = Call {
+                    command,
+                    args,
+                    keys,
+                };
+                let r = pipeline(
+                    &mut c,
+                    &[
+                        cmd_for(&shas, &call, Impl::Module, 'm'),
+                        cmd_for(&shas, &call, Impl::Script, 's'),
+                    ],
+                );
+                assert_eq!(r[0], r[1], "{:?}", call.args);
+                assert!(!r[0].starts_with("ERR"), "{:?}: {}", call.args, r[0]);
+                assert_same_state(&mut c, 'm', 's', &format!("{:?}", call.args));
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 5 * 5 * 14);
+}
+
+/// Block keys that hold what no block wrote (another type, text, a count of strikes
+/// past i64, an end past 2^53), and limiter keys that hold garbage while a block holds
+/// (a blocked call does not read them): the module's reply or error, nothing written
+/// that the module would not write.
+#[test]
+fn foreign_block_values_get_the_same_answers() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let now = T0 + 1_234_567;
+    let later = (now + 3_600_000_000).to_string();
+    let values: Vec<(&str, Vec<String>)> = vec![
+        ("list", vec!["RPUSH".into(), "1".into()]),
+        ("text", vec!["SET".into(), "abc".into()]),
+        ("empty", vec!["SET".into(), "".into()]),
+        ("colon", vec!["SET".into(), "1:".into()]),
+        ("two colons", vec!["SET".into(), format!("{later}:1:2")]),
+        ("signed", vec!["SET".into(), format!("+{later}")]),
+        (
+            "past u64",
+            vec!["SET".into(), "18446744073709551616".into()],
+        ),
+        ("passed", vec!["SET".into(), format!("{}:5", now - 1)]),
+        ("zero-padded", vec!["SET".into(), format!("000{later}:007")]),
+        ("no count", vec!["SET".into(), later.clone()]),
+        ("imposed", vec!["SET".into(), format!("{later}:0")]),
+        ("u64 end", vec!["SET".into(), "18446744073709551615".into()]),
+        (
+            "many strikes",
+            vec!["SET".into(), format!("{later}:18446744073709551615")],
+        ),
+    ];
+    let mut lines = 0;
+    for (name, how) in &values {
+        for command in ["fixed", "slidecount", "slidelog", "gcra", "all"] {
+            for clause in [
+                "BLOCK 600",
+                "BLOCK 600 STRIKES",
+                "BLOCK 600 BACKOFF 6000 STRIKES",
+            ] {
+                for mode in ["", "PEEK", "REFUND", "RESET", "IMPOSE"] {
+                    let _: () = redis::cmd("FLUSHALL").query(&mut c).expect("FLUSHALL");
+                    let base = |l: char| match command {
+                        "all" => format!("{{f}}:{l}a"),
+                        _ => format!("{{f}}:{l}"),
+                    };
+                    // Every other time the limiter's own keys hold garbage: a call reads
+                    // them only when it is not blocked (or RESETs, or IMPOSEs).
+                    let garbage = lines % 2 == 0;
+                    let counter = match command {
+                        "fixed" => format!(":{}", (now - now % 3_600_000_000) / 1_000_000),
+                        "slidecount" => format!(":{}", now / 3_600_000_000),
+                        _ => String::new(),
+                    };
+                    for letter in ['m', 's'] {
+                        let mut w = redis::cmd(&how[0]);
+                        w.arg(format!("{}:block", base(letter))).arg(&how[1..]);
+                        let _: Value = w.query(&mut c).expect("populate");
+                        if garbage {
+                            let _: () = redis::cmd("HSET")
+                                .arg(format!("{}{counter}", base(letter)))
+                                .arg("f")
+                                .arg("1")
+                                .query(&mut c)
+                                .expect("HSET");
+                        }
+                    }
+                    let line = match command {
+                        "all" => format!("1 gcra {{f}}:Xa 5 3600 {clause} NOW {now} {mode}"),
+                        _ => format!("{{f}}:X 5 3600 {clause} NOW {now} {mode}"),
+                    };
+                    let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+                    let keys = (0..args.len())
+                        .filter(|&i| args[i].starts_with("{f}"))
+                        .collect();
+                    let call = Call {
+                        command,
+                        args,
+                        keys,
+                    };
+                    let m = pipeline(&mut c, &[cmd_for(&shas, &call, Impl::Module, 'm')]);
+                    let s = pipeline(&mut c, &[cmd_for(&shas, &call, Impl::Script, 's')]);
+                    // Integers past 2^53 come back from Lua as the nearest double.
+                    assert_eq!(as_doubles(&m[0]), as_doubles(&s[0]), "{name}: {line}");
+                    assert_same_state(&mut c, 'm', 's', &format!("{name}: {line}"));
+                    lines += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(lines, values.len() * 5 * 3 * 5);
+}
+
+/// Deliberate difference: the module writes a block key as a raw string (the key API),
+/// the script's SET stores it as SET does (an integer on Redis, an embedded string on
+/// Valkey). Values, replies and expiry are the same; only OBJECT ENCODING (and a few
+/// bytes) differ.
+#[test]
+fn block_keys_differ_only_in_encoding() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    for at in [0, 1] {
+        let call = Call {
+            command: "fixed",
+            args: ["{e}:X", "1", "3600", "BLOCK", "600"]
+                .map(String::from)
+                .into_iter()
+                .chain(["NOW".into(), (T0 + at).to_string()])
+                .collect(),
+            keys: vec![0],
+        };
+        let r = pipeline(
+            &mut c,
+            &[
+                cmd_for(&shas, &call, Impl::Module, 'm'),
+                cmd_for(&shas, &call, Impl::Script, 's'),
+            ],
+        );
+        assert_eq!(r[0], r[1]);
+    }
+    assert_same_state(&mut c, 'm', 's', "after the block started");
+    let encoding = |c: &mut Connection, k: &str| -> String {
+        redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(k)
+            .query(c)
+            .expect("OBJECT")
+    };
+    // The script's SET: an integer on Redis, an embedded string on Valkey.
+    assert_ne!(encoding(&mut c, "{e}:s:block"), "raw");
+    assert_eq!(encoding(&mut c, "{e}:m:block"), "raw");
+}
+
+/// Deliberate difference: under `maxmemory` the module refuses every spending call and
+/// IMPOSE; Redis refuses only a script's first write that needs memory. So the script
+/// answers a call while blocked (it writes nothing), and a block it starts, whose first
+/// write is a DEL, goes on to its SET. PEEK gets the same answer from both.
+#[test]
+fn under_maxmemory_the_scripts_answer_calls_that_start_no_write_needing_memory() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let call = |key: &str, extra: &[&str], at: u64| {
+        let mut args: Vec<String> = [key, "1", "600", "BLOCK", "300"].map(String::from).to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(["NOW".into(), (T0 + at).to_string()]);
+        Call {
+            command: "fixed",
+            args,
+            keys: vec![0],
+        }
+    };
+    let both = |c: &mut Connection, call: &Call| {
+        pipeline(
+            c,
+            &[
+                cmd_for(&shas, call, Impl::Module, 'm'),
+                cmd_for(&shas, call, Impl::Script, 's'),
+            ],
+        )
+    };
+    let plain = |at: u64| Call {
+        command: "fixed",
+        args: ["{r}:X", "1", "600", "NOW", &(T0 + at).to_string()]
+            .map(String::from)
+            .to_vec(),
+        keys: vec![0],
+    };
+    // {o} blocked, {p} and {r} (without BLOCK) at their limit.
+    for r in [
+        both(&mut c, &call("{o}:X", &[], 0)),
+        both(&mut c, &call("{o}:X", &[], 0)),
+        both(&mut c, &call("{p}:X", &[], 0)),
+        both(&mut c, &plain(0)),
+    ] {
+        assert_eq!(r[0], r[1]);
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut c)
+        .expect("CONFIG");
+    let oom = "ERR OOM command not allowed when used memory > 'maxmemory'.";
+    let blocked = "array([int(0), int(0), int(300000), int(300000)])";
+    for (what, call) in [
+        ("a spend while blocked", call("{o}:X", &[], 1)),
+        ("a denial that starts a block", call("{p}:X", &[], 1)),
+        ("IMPOSE", call("{q}:X", &["IMPOSE"], 1)),
+    ] {
+        let r = both(&mut c, &call);
+        assert_eq!(r[0].trim(), oom, "module: {what}");
+        assert_eq!(r[1], blocked, "script: {what}");
+    }
+    // A denial without BLOCK writes nothing either.
+    let r = both(&mut c, &plain(1_000_000));
+    assert_eq!(r[0].trim(), oom);
+    assert_eq!(r[1], "array([int(0), int(0), int(599000), int(599000)])");
+    let r = both(&mut c, &call("{o}:X", &["PEEK"], 1));
+    assert_eq!((r[0].as_str(), r[1].as_str()), (blocked, blocked));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut c)
+        .expect("CONFIG");
+    let exists = |c: &mut Connection, k: &str| -> bool {
+        redis::cmd("EXISTS").arg(k).query(c).expect("EXISTS")
+    };
+    assert!(exists(&mut c, "{p}:s:block") && exists(&mut c, "{q}:s:block"));
+    assert!(!exists(&mut c, "{p}:m:block") && !exists(&mut c, "{q}:m:block"));
 }

@@ -354,11 +354,6 @@ local function block_finish(b)
   return b
 end
 
--- The penalty box is the module's alone so far: the scripts refuse it, clearly.
-local function no_block()
-  fail('ERR redis-rl scripts do not implement BLOCK: load the module for it')
-end
-
 ---------------------------------------------------------------------------------------
 -- Reading state, as the engine does: counters as INCRBY reads them, logs as sorted sets.
 
@@ -798,6 +793,95 @@ function A.THROTTLE.reply(d)
 end
 
 ---------------------------------------------------------------------------------------
+-- BLOCK, the penalty box (src/algo/block.rs): `<key>:block` holds the block's end in
+-- unix µs, with `:<strikes>` when the call counts them, and expires when it ends. A
+-- block's end passes 2^53 near NOW's end, so it is an exact integer here.
+
+local U64_MAX_N = fromdigits(U64_MAX)
+
+-- Whether calls while blocked count strikes (and so write the block key).
+local function counts(b) return (b.STRIKES or b.EXTEND or b.BACKOFF) ~= nil end
+
+-- A u64 in decimal, exactly (leading zeros allowed, as the module reads it), or nil.
+local function parse_exact(s)
+  if #s == 0 or #s > 20 or string.find(s, '[^0-9]') then return nil end
+  local t = string.gsub(s, '^0+', '')
+  if not within(t, U64_MAX) then return nil end
+  if t == '' then return 0 end
+  return fromdigits(t)
+end
+
+local function read_block(name)
+  local v = redis.pcall('GET', name)
+  if type(v) == 'table' and v.err then fail(WRONGTYPE) end
+  if not v then return nil end
+  -- A block written without a count was started by one denial.
+  local ends, strikes = v, '1'
+  local at = string.find(v, ':', 1, true)
+  if at then ends, strikes = string.sub(v, 1, at - 1), string.sub(v, at + 1) end
+  local h = { ends = parse_exact(ends), strikes = parse_exact(strikes) }
+  if h.ends == nil or h.strikes == nil then
+    fail("ERR limiter key '" .. name .. "' does not hold a block (unix microseconds, or unix microseconds:strikes)")
+  end
+  return h
+end
+
+-- The block that holds at `now`, for a call with BLOCK.
+local function blocked(l, now)
+  local h = l.held
+  if h and cmp(h.ends, now) > 0 then return h end
+  return nil
+end
+
+-- What every call while blocked replies: denied, nothing left, and the full budget
+-- back when the block ends (it cleared the limiter's keys when it began).
+local function held_decision(h, now)
+  local wait = ceil_ms(subsat(h.ends, now))
+  return decision(false, 0, wait, wait)
+end
+
+-- The block key written to `h`, expiring when the block ends.
+local function set_block(h, b, now)
+  return { op = 'setblock', held = h, counted = counts(b), ttl = ceil_ms(sub(h.ends, now)) }
+end
+
+-- `duration × 2^(strikes − 1)`, at most `max` (every duration is at least 1000 µs, so
+-- past 60 doublings it is the bound).
+local function backoff(duration, strikes, bound)
+  local k = sub(strikes, 1)
+  if type(k) ~= 'number' or k > 60 then return bound end
+  local length = duration
+  for _ = 1, k do
+    length = length * 2
+    if length >= bound then return bound end
+  end
+  return math.min(length, bound)
+end
+
+-- A spending call while `h` holds counts a strike and moves the end when the call
+-- counts them; PEEK, REFUND and a plain BLOCK write nothing.
+local function while_blocked(b, h, mode, now)
+  if mode ~= 'SPEND' or not counts(b) then return held_decision(h, now), nil end
+  local strikes = min(add(h.strikes, 1), U64_MAX_N)
+  local length = 0
+  if b.EXTEND then length = b.BLOCK * 1000
+  elseif b.BACKOFF then length = backoff(b.BLOCK * 1000, strikes, b.BACKOFF * 1000) end
+  -- Never shorter than it was: an imposed block may be longer than any strike's.
+  local after = { ends = max(h.ends, add(now, length)), strikes = strikes }
+  return held_decision(after, now), after
+end
+
+-- A block starts at `now` (a denial, or IMPOSE with no strike): the limiter's keys are
+-- cleared, so that the budget is full when it ends, then the block key is written.
+local function start_block(l, b, now, strikes)
+  local h = { ends = add(now, b.BLOCK * 1000), strikes = strikes }
+  local w = {}
+  for i = 1, #l.uses do w[i] = { op = 'del', key = i } end
+  w[#w + 1] = set_block(h, b, now)
+  return held_decision(h, now), w
+end
+
+---------------------------------------------------------------------------------------
 -- Parsing a command's arguments (after the key) into limits.
 
 local function parse_limiter(command, args, from, algo)
@@ -1036,12 +1120,20 @@ end
 
 local WINDOW_COUNTER = { '1000000000000000', 'a window counter (an integer up to 1000000000000000)' }
 
-local function load(l, now)
+local function load(l, now, mode)
   if l.algo.check then l.algo.check(l.spec) end
   l.uses = l.algo.keys(l.spec, l.key, now)
-  -- Derived keys must share the key's slot, which only a hash tag guarantees.
-  if l.uses[1].name ~= l.key and not has_hash_tag(l.key) and in_cluster() then
+  -- Derived keys (the block key too) must share the key's slot, which only a hash tag
+  -- guarantees.
+  local derived = l.spec.block or l.uses[1].name ~= l.key
+  if derived and not has_hash_tag(l.key) and in_cluster() then
     fail("ERR key '" .. l.key .. "' needs a {hash tag} in cluster mode, so that its per-window keys stay in its slot")
+  end
+  if l.spec.block then
+    l.block_name = l.key .. ':block'
+    l.held = read_block(l.block_name)
+    -- While blocked the limiter's own keys are neither read nor written.
+    if blocked(l, now) and mode ~= 'RESET' and mode ~= 'IMPOSE' then return end
   end
   local st = {}
   for i, u in ipairs(l.uses) do
@@ -1075,10 +1167,20 @@ local function member_at(at)
 end
 
 local function apply(l, w)
-  local u = l.uses[w.key]
-  local name = u.name
   local op = w.op
-  if op == 'incrby' then
+  local name = w.key and l.uses[w.key].name
+  if op == 'setblock' then
+    local h = w.held
+    local value = str(h.ends)
+    -- With the count when the call counts, or when it is not the one a missing count
+    -- reads as (IMPOSE's 0).
+    if w.counted or cmp(h.strikes, 1) ~= 0 then value = value .. ':' .. str(h.strikes) end
+    redis.call('SET', l.block_name, value, 'PX', str(w.ttl))
+    l.held = h
+  elseif op == 'delblock' then
+    redis.call('DEL', l.block_name)
+    l.held = nil
+  elseif op == 'incrby' then
     redis.call('INCRBY', name, str(w.by))
     if l.st[w.key] == nil then redis.call('PEXPIRE', name, str(w.ttl)) end
   elseif op == 'decrby' then
@@ -1137,9 +1239,29 @@ local function plan(l, mode, writes, now)
     return writes
   end
   if mode == 'REFUND' then return l.algo.refund(l.st, l.spec, now) end
+  -- Only a limit without BLOCK gets here: IMPOSE leaves it alone.
+  if mode == 'IMPOSE' then return {} end
   local w = {}
   for i = 1, #l.uses do w[i] = { op = 'del', key = i } end
+  if l.spec.block then w[#w + 1] = { op = 'delblock' } end
   return w
+end
+
+-- What a limit decides in `mode`, and its writes: a list, or a function that makes it
+-- (and may raise what only a call that writes meets), as if the limit were alone.
+-- With BLOCK: a call while blocked is answered from the block alone; a spending call
+-- that is denied, or IMPOSE, starts a block.
+local function decide(l, mode, now)
+  local b = l.spec.block
+  local h = b and blocked(l, now)
+  if h and (mode == 'SPEND' or mode == 'PEEK' or mode == 'REFUND') then
+    local d, after = while_blocked(b, h, mode, now)
+    return d, after and { set_block(after, b, now) } or {}
+  end
+  if b and mode == 'IMPOSE' then return start_block(l, b, now, 0) end
+  local d, verdict = l.algo.decide(l.st, l.spec, now)
+  if b and mode == 'SPEND' and not d.allowed then return start_block(l, b, now, 1) end
+  return d, function() return plan(l, mode, verdict, now) end
 end
 
 local function check_write(l, w)
@@ -1158,7 +1280,8 @@ local function aggregate(ds)
   for _, d in ipairs(ds) do
     if not d.allowed then
       allowed = false
-      if d.retry < 0 then never = true elseif cmp(d.retry, retry) > 0 then retry = d.retry end
+      -- -1 is never; a block's wait may be an exact integer past 2^53 (a table).
+      if d.retry == -1 then never = true elseif cmp(d.retry, retry) > 0 then retry = d.retry end
     end
     if rem == nil or cmp(d.remaining, rem) < 0 then rem = d.remaining end
     if cmp(d.reset, reset) > 0 then reset = d.reset end
@@ -1177,30 +1300,39 @@ local function own_reset(l, now)
   return (l.algo.decide(l.st, nothing, now)).reset
 end
 
-local function run(limits, now, mode, single)
-  now = now or server_now()
-  for _, l in ipairs(limits) do load(l, now) end
-  if not single then
-    local names = {}
-    for _, l in ipairs(limits) do
-      for _, u in ipairs(l.uses) do
-        if names[u.name] then fail("ERR RL.ALL: key '" .. u.name .. "' is used by more than one limit") end
-        names[u.name] = true
-      end
+-- Two limits writing one key would each decide on the state the other is about to change.
+local function check_distinct(limits)
+  local names = {}
+  for _, l in ipairs(limits) do
+    if l.st then
+      for _, u in ipairs(l.uses) do names[#names + 1] = u.name end
+    end
+    if l.block_name then names[#names + 1] = l.block_name end
+  end
+  for i = 1, #names do
+    for j = i + 1, #names do
+      if names[i] == names[j] then fail("ERR RL.ALL: key '" .. names[i] .. "' is used by more than one limit") end
     end
   end
-  local ds, verdicts = {}, {}
-  for i, l in ipairs(limits) do
-    ds[i], verdicts[i] = l.algo.decide(l.st, l.spec, now)
-  end
+end
+
+local function run(limits, now, mode, single)
+  now = now or server_now()
+  for _, l in ipairs(limits) do load(l, now, mode) end
+  if not single then check_distinct(limits) end
+  local ds, writes = {}, {}
+  for i, l in ipairs(limits) do ds[i], writes[i] = decide(l, mode, now) end
   local total = single and ds[1] or aggregate(ds)
-  -- A denied RL.ALL writes nothing at all, not even the log's trim.
-  local wmode = mode
-  if mode == 'SPEND' and not single and not total.allowed then wmode = 'PEEK' end
+  -- A denied RL.ALL writes nothing at all, not even the log's trim, except in a limit
+  -- with BLOCK that denied it (its block starts, or counts the strike).
+  local refused = mode == 'SPEND' and not single and not total.allowed
   local plans = {}
   for i, l in ipairs(limits) do
-    plans[i] = plan(l, wmode, verdicts[i], now)
-    for _, w in ipairs(plans[i]) do check_write(l, w) end
+    local w = writes[i]
+    if refused and (ds[i].allowed or not l.spec.block) then w = {}
+    elseif type(w) == 'function' then w = w() end
+    for _, x in ipairs(w) do check_write(l, x) end
+    plans[i] = w
   end
   for i, l in ipairs(limits) do
     for _, w in ipairs(plans[i]) do apply(l, w) end
@@ -1209,15 +1341,29 @@ local function run(limits, now, mode, single)
     -- What a PEEK says, on the state as this call left it, with the state's own reset
     -- (the request it would admit not counted).
     for i, l in ipairs(limits) do
-      if mode ~= 'PEEK' then
-        reload(l)
-        ds[i] = l.algo.decide(l.st, l.spec, now)
+      local h = blocked(l, now)
+      if h then ds[i] = held_decision(h, now)
+      else
+        if mode ~= 'PEEK' then
+          reload(l)
+          ds[i] = l.algo.decide(l.st, l.spec, now)
+        end
+        ds[i].reset = own_reset(l, now)
       end
-      ds[i].reset = own_reset(l, now)
     end
     total = single and ds[1] or aggregate(ds)
   end
-  return total, ds
+  return total, ds, now
+end
+
+-- A limit's four integers, and with STRIKES those of its current block.
+local function answer(l, d, now)
+  local r = ints(d)
+  if l.spec.block and l.spec.block.STRIKES then
+    local h = blocked(l, now)
+    r[5] = int(h and h.strikes or 0)
+  end
+  return r
 end
 
 local COMMAND = {
@@ -1239,13 +1385,12 @@ local function main(command)
     if command == 'all' then
       if #ARGV < 5 then E_arity('rl.all') end
       local limits, now, mode = parse_all(ARGV)
-      for _, l in ipairs(limits) do if l.spec.block then no_block() end end
       local keys = {}
       for i, l in ipairs(limits) do keys[i] = l.key end
       check_keys(keys)
-      local total, ds = run(limits, now, mode, false)
+      local total, ds, at = run(limits, now, mode, false)
       local each = {}
-      for i, d in ipairs(ds) do each[i] = ints(d) end
+      for i, d in ipairs(ds) do each[i] = answer(limits[i], d, at) end
       local r = ints(total)
       r[5] = each
       return r
@@ -1258,11 +1403,11 @@ local function main(command)
     if command == 'concurrency' then spec, now, mode, member = parse_concurrency(name, ARGV, 2)
     elseif command == 'throttle' then spec, now, mode = parse_throttle(name, ARGV, 2)
     else spec, now, mode = parse_limiter(name, ARGV, 2, algo) end
-    if spec.block then no_block() end
     check_keys({ ARGV[1] })
-    local d = run({ { algo = algo, key = ARGV[1], spec = spec, member = member } }, now, mode, true)
+    local limit = { algo = algo, key = ARGV[1], spec = spec, member = member }
+    local d, _, at = run({ limit }, now, mode, true)
     if algo.reply then return algo.reply(d) end
-    return ints(d)
+    return answer(limit, d, at)
   end)
   if ok then return result end
   if type(result) == 'table' and result.rl then return redis.error_reply(result.rl) end
