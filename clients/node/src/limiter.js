@@ -238,16 +238,16 @@ export class RateLimiter {
    * wall time (none for a deny-cache hit). Public for the middleware, whose failure to
    * identify the caller is a decision that made no limiter call.
    */
-  record(limits, decision, { seconds, shadow = false } = {}) {
+  record(limits, decision, { seconds, shadow = false, failure = this.#failure } = {}) {
     if (!this.#metrics) return;
-    this.#metrics.record(limits, outcomeOf(decision, this.#failure, shadow), backendOf(this), decision.source === 'cache' ? undefined : seconds);
+    this.#metrics.record(limits, outcomeOf(decision, failure, shadow), backendOf(this), decision.source === 'cache' ? undefined : seconds);
   }
 
   async #one(request) {
     return (await this.#run([request]))[0];
   }
 
-  #prepare({ limits, identity, cost, now, mode, lease, shadow }) {
+  #prepare({ limits, identity, cost, now, mode, lease, shadow, libraryFailure }) {
     const list = Array.isArray(limits) ? limits : [limits];
     const keys = list.map((limit) => keyFor(limit, identity));
     const costs = costsFor(list, cost);
@@ -262,6 +262,8 @@ export class RateLimiter {
       // Spends are the decisions the metrics count (a peek, a refund... would count one request twice).
       counted: mode === undefined ? list : [],
       shadow,
+      // An adapter's library applies its own switch ('open' | 'closed') to a failure.
+      libraryFailure,
       args: buildCommand(list, keys, costs, { nowUs, mode, lease }),
       // A lease can be released any moment by another request: no denial is safe to cache.
       cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency'),
@@ -317,7 +319,7 @@ export class RateLimiter {
   }
 
   #recorded(prepared, decisions, seconds) {
-    prepared.forEach((p, i) => this.record(p.counted, decisions[i], { seconds, shadow: p.shadow }));
+    prepared.forEach((p, i) => this.record(p.counted, decisions[i], { seconds, shadow: p.shadow, failure: p.libraryFailure }));
     return decisions;
   }
 }

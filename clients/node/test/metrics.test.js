@@ -12,6 +12,7 @@ import { Registry, register as defaultRegistry } from 'prom-client';
 import { createRateLimiter, nodeRedisOptions, RateLimitConfigError, RedisCommandError } from '../index.js';
 import { BACKENDS, BUCKETS, DECISIONS, DURATION, limitLabel, OUTCOMES } from '../src/metrics.js';
 import { nodeRedisClient } from './support/clients.js';
+import { decision, only, scrape } from './support/metrics.js';
 import { freePort, startServer } from './support/servers.js';
 
 const docs = readFileSync(resolve(dirname(fileURLToPath(import.meta.url)), '../../../docs/metrics.md'), 'utf8');
@@ -22,22 +23,6 @@ function block(kind) {
   assert.ok(m, `docs/metrics.md has a \`\`\`${kind} block`);
   return m[1].trim().split('\n').map((line) => line.trim().split(/\s+/));
 }
-
-/** Prometheus text → { 'name{a="x",b="y"}': value } with the labels in name order. */
-function scrape(text) {
-  const series = {};
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const m = /^(\w+)(?:\{(.*)\})? (\S+)$/.exec(line);
-    assert.ok(m, `a sample line: ${line}`);
-    const labels = [...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([, k, v]) => `${k}="${v}"`).sort();
-    series[`${m[1]}{${labels.join(',')}}`] = Number(m[3]);
-  }
-  return series;
-}
-
-const only = (series, prefix) => Object.fromEntries(Object.entries(series).filter(([k]) => k.startsWith(prefix)));
-const decision = (limit, outcome, backend = 'module') => `${DECISIONS}{backend="${backend}",limit="${limit}",outcome="${outcome}"}`;
 
 const quiet = () => {};
 const T = 1_800_000_000_000; // a multiple of 60 s: the fixed windows start here
