@@ -55,7 +55,6 @@ export class Metrics {
     if (typeof registry?.getSingleMetric !== 'function' || typeof registry?.registerMetric !== 'function') {
       throw new TypeError('redis-rl: metrics is true (prom-client\'s default registry) or a prom-client Registry');
     }
-    this.registry = registry;
     this.#decisions = metric(registry, prom.Counter, {
       name: DECISIONS,
       help: 'Rate-limit decisions by limit, outcome and backend.',
