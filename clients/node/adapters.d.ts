@@ -1,6 +1,6 @@
 // Types for the framework adapters: redis-rl/express-rate-limit, redis-rl/nestjs,
 // redis-rl/fastify, redis-rl/rate-limiter-flexible (one file for the four entry points).
-import type { Decision, FailureInfo } from './index.js';
+import type { Decision, FailureInfo, MetricsRegistry } from './index.js';
 
 export interface AdapterOptions {
   /** node-redis createClient()/createCluster(), or ioredis new Redis()/new Redis.Cluster(). */
@@ -18,6 +18,11 @@ export interface AdapterOptions {
   timeout?: number;
   /** Unix ms; when given, sent as NOW with every call. */
   clock?: () => number;
+  /**
+   * Count decisions and time calls in prom-client (docs/metrics.md): true for its default
+   * registry, or your Registry. Default off. Not in the rate-limiter-flexible adapter.
+   */
+  metrics?: true | MetricsRegistry;
 }
 
 // redis-rl/express-rate-limit
@@ -54,7 +59,7 @@ export function redisRlStore(options: AdapterOptions & { nameSpace?: string }): 
 
 // redis-rl/rate-limiter-flexible
 export class RateLimiterRedisRl {
-  constructor(options: Omit<AdapterOptions, 'client'> & {
+  constructor(options: Omit<AdapterOptions, 'client' | 'metrics'> & {
     storeClient: unknown; points: number; duration: number; keyPrefix?: string; insuranceLimiter?: unknown;
     blockDuration?: number; execEvenly?: boolean; execEvenlyMinDelayMs?: number;
     inMemoryBlockOnConsumed?: number; inMemoryBlockDuration?: number;

@@ -32,6 +32,8 @@ export interface CallOptions {
   now?: number;
   /** The lease id for a concurrency limit among the limits (RL.ALL … LEASE id). */
   lease?: string;
+  /** The caller lets a denial through (shadow mode): counted as shadow_denied in the metrics. */
+  shadow?: boolean;
 }
 
 export interface Request extends CallOptions {
@@ -95,6 +97,17 @@ export interface LimiterOptions {
   clock?: () => number;
   /** Deny locally until a denial's retry time has passed. Default false. */
   denyCache?: boolean | { maxEntries?: number };
+  /**
+   * Count every decision and time every call in prom-client (docs/metrics.md): true for
+   * its default registry, or your Registry. Default off; needs prom-client installed.
+   */
+  metrics?: true | MetricsRegistry;
+}
+
+/** A prom-client Registry (typed by shape, so the kit's types need no prom-client). */
+export interface MetricsRegistry {
+  getSingleMetric(name: string): unknown;
+  registerMetric(metric: any): void;
 }
 
 export interface MiddlewareOptions {
@@ -132,7 +145,7 @@ export class RateLimiter {
   reset(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
   batch(requests: Request[]): Promise<Decision[]>;
   /** RL.CONCURRENCY ACQUIRE / RELEASE / HEARTBEAT for a limit with algorithm 'concurrency' (window = the lease ttl). */
-  acquire(limit: Limit, identity: string | undefined, lease: string, options?: { now?: number }): Promise<Decision>;
+  acquire(limit: Limit, identity: string | undefined, lease: string, options?: { now?: number; shadow?: boolean }): Promise<Decision>;
   release(limit: Limit, identity: string | undefined, lease: string, options?: { now?: number }): Promise<Decision>;
   heartbeat(limit: Limit, identity: string | undefined, lease: string, options?: { now?: number }): Promise<Decision>;
   /** RL.THROTTLE (redis-cell's CL.THROTTLE); times in whole seconds as redis-cell replies, retryAfter -1 when allowed. */
@@ -144,6 +157,12 @@ export class RateLimiter {
   pseudonym(identity: string, options?: { scope?: string; prefix6?: number; now?: number }): Promise<string>;
   headers(decision: Decision, options?: { legacy?: boolean }): Record<string, string>;
   middleware(options: MiddlewareOptions): Middleware;
+  /**
+   * Counts a decision the limiter did not make itself (your middleware's failure
+   * decision, say) in the metrics, once per limit; seconds: the time it took. No-op when
+   * metrics are off.
+   */
+  record(limits: Limit[], decision: Decision, options?: { seconds?: number; shadow?: boolean }): void;
   /** Reports err and returns the failure policy's decision. */
   failed(err: Error, info: Omit<FailureInfo, 'failure'>): Decision;
 }

@@ -2,6 +2,7 @@ import { adapt } from './clients.js';
 import { buildCommand, costsFor, keyFor, RateLimitConfigError, throttleCommand, toDecision, toThrottle } from './commands.js';
 import { DenyCache } from './deny-cache.js';
 import { rateLimitHeaders } from './headers.js';
+import { Metrics, backendOf, outcomeOf, since } from './metrics.js';
 import { rateLimitMiddleware } from './middleware.js';
 
 export { RateLimitConfigError };
@@ -76,12 +77,13 @@ export class RateLimiter {
   #sendNow;
   #denyCache;
   #onShadow;
+  #metrics;
 
   /** Requests that shadow mode let through although Redis denied them. */
   shadowDenials = 0;
 
   /** @param {import('../index.js').LimiterOptions} options */
-  constructor({ client, failure, onError = defaultOnError, onShadow = defaultOnShadow, timeout = 300, clock, denyCache = false } = {}) {
+  constructor({ client, failure, onError = defaultOnError, onShadow = defaultOnShadow, timeout = 300, clock, denyCache = false, metrics = false } = {}) {
     // 'library' is for the framework adapters: the error goes back to the library's own switch.
     if (failure !== 'open' && failure !== 'closed' && failure !== 'library') {
       throw new TypeError("redis-rl: choose a failure policy: failure: 'open' (allow while Redis fails) or 'closed' (deny)");
@@ -96,6 +98,7 @@ export class RateLimiter {
     /** Unix time in ms, the time base of the deny cache and of the pseudonym day. */
     this.clock = clock ?? Date.now;
     if (denyCache) this.#denyCache = new DenyCache(denyCache === true ? {} : denyCache);
+    if (metrics) this.#metrics = new Metrics(metrics);
   }
 
   /** The client as the kit drives it: send(cmd), batch(cmds) (for adapters' own commands). */
@@ -161,12 +164,18 @@ export class RateLimiter {
   async throttle(key, spec, { now } = {}) {
     const nowUs = now !== undefined || this.#sendNow ? Math.round((now ?? this.clock()) * 1000) : undefined;
     const args = throttleCommand(key, spec, nowUs);
+    // Quantity 0 only reports: not a decision, as peek is not.
+    const counted = spec.quantity !== 0 ? [{ name: `throttle:${spec.count}/${spec.period}s` }] : [];
+    const start = performance.now();
     try {
-      return { ...toThrottle(await withTimeout(this.#client.send({ args, key: String(key) }), this.#timeout)), source: 'redis' };
+      const reply = { ...toThrottle(await withTimeout(this.#client.send({ args, key: String(key) }), this.#timeout)), source: 'redis' };
+      this.record(counted, reply, { seconds: since(start) });
+      return reply;
     } catch (err) {
       const mistake = callerError(err, 'RL.THROTTLE');
       if (mistake) throw mistake;
       const d = this.failed(err, { command: 'RL.THROTTLE', keys: [String(key)] });
+      this.record(counted, d, { seconds: since(start) });
       return { allowed: d.allowed, limit: 0, remaining: 0, retryAfter: -1, resetAfter: 0, source: 'failure', error: err };
     }
   }
@@ -224,11 +233,21 @@ export class RateLimiter {
     this.#onShadow(decision, info);
   }
 
+  /**
+   * Counts a decision in the metrics (when on), once per limit; `seconds` is the call's
+   * wall time (none for a deny-cache hit). Public for the middleware, whose failure to
+   * identify the caller is a decision that made no limiter call.
+   */
+  record(limits, decision, { seconds, shadow = false, failure = this.#failure } = {}) {
+    if (!this.#metrics) return;
+    this.#metrics.record(limits, outcomeOf(decision, failure, shadow), backendOf(this), decision.source === 'cache' ? undefined : seconds);
+  }
+
   async #one(request) {
     return (await this.#run([request]))[0];
   }
 
-  #prepare({ limits, identity, cost, now, mode, lease }) {
+  #prepare({ limits, identity, cost, now, mode, lease, shadow, libraryFailure }) {
     const list = Array.isArray(limits) ? limits : [limits];
     const keys = list.map((limit) => keyFor(limit, identity));
     const costs = costsFor(list, cost);
@@ -240,6 +259,11 @@ export class RateLimiter {
       costs,
       atMs,
       mode,
+      // Spends are the decisions the metrics count (a peek, a refund... would count one request twice).
+      counted: mode === undefined ? list : [],
+      shadow,
+      // An adapter's library applies its own switch ('open' | 'closed') to a failure.
+      libraryFailure,
       args: buildCommand(list, keys, costs, { nowUs, mode, lease }),
       // A lease can be released any moment by another request: no denial is safe to cache.
       cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency'),
@@ -259,8 +283,9 @@ export class RateLimiter {
       }
       if (!decisions[i]) pending.push(i);
     });
-    if (!pending.length) return decisions;
+    if (!pending.length) return this.#recorded(prepared, decisions);
 
+    const start = performance.now();
     const cmds = pending.map((i) => ({ args: prepared[i].args, key: prepared[i].keys[0] }));
     let settled;
     if (cmds.length === 1) {
@@ -269,6 +294,7 @@ export class RateLimiter {
       const all = await settle(withTimeout(this.#client.batch(cmds), this.#timeout));
       settled = all.status === 'fulfilled' ? all.value : cmds.map(() => all);
     }
+    const seconds = since(start);
 
     pending.forEach((i, j) => {
       const mistake = settled[j].status === 'rejected' && callerError(settled[j].reason, prepared[i].args[0]);
@@ -289,6 +315,11 @@ export class RateLimiter {
       }
       if ((!p.mode || p.mode === 'PEEK') && p.cacheable) this.#denyCache?.remember(p.signature, p.costs, p.atMs, decisions[i]);
     });
+    return this.#recorded(prepared, decisions, seconds);
+  }
+
+  #recorded(prepared, decisions, seconds) {
+    prepared.forEach((p, i) => this.record(p.counted, decisions[i], { seconds, shadow: p.shadow, failure: p.libraryFailure }));
     return decisions;
   }
 }

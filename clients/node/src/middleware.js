@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { assertLimits, RateLimitConfigError } from './commands.js';
 import { rateLimitHeaders } from './headers.js';
+import { since } from './metrics.js';
 
 const utcDay = (ms) => new Date(ms).toISOString().slice(0, 10);
 
@@ -56,9 +57,10 @@ export function rateLimitMiddleware(limiter, {
       let decision;
       let identity;
       const lease = slot ? String(requestId(req)) : undefined;
+      const start = performance.now();
       try {
         identity = await identityOf(req);
-        decision = await limiter.check(list, identity, { cost: cost?.(req), lease });
+        decision = await limiter.check(list, identity, { cost: cost?.(req), lease, shadow });
       } catch (err) {
         // A mistake of the app's (a cost the module would refuse, an error reply that is
         // the caller's) is raised: the failure policy would hide it.
@@ -66,6 +68,7 @@ export function rateLimitMiddleware(limiter, {
         // Identifying the caller failed (RL.PSEUDONYM unreachable, or the user's function
         // threw): the failure policy decides, as for the limits themselves.
         decision = limiter.failed(err, { command: identify ? 'identify' : 'RL.PSEUDONYM', keys: [] });
+        limiter.record(list, decision, { seconds: since(start) });
       }
       res.rateLimit = decision;
       if (decision.source === 'failure') {

@@ -8,8 +8,10 @@ import rateLimit8 from 'express-rate-limit';
 import rateLimit7 from 'express-rate-limit-7';
 import { RedisStore as StockStore6 } from 'rate-limit-redis';
 import { RedisStore as StockStore4 } from 'rate-limit-redis-4';
+import { Registry } from 'prom-client';
 import { RedisRlStore } from 'redis-rl/express-rate-limit';
 import { ioredisClient } from './support/clients.js';
+import { decisionsOf } from './support/metrics.js';
 import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, listen, restartUnderTraffic, steppedTime, burstResults, admitting } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
@@ -146,6 +148,39 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
         await srv.close();
       }
     });
+
+    it('metrics: allowed, denied, shadow_denied, and passOnStoreError\'s failure_open / failure_closed', () => withoutConsoleError(async () => {
+      const registry = new Registry();
+      const time = steppedTime(T);
+      const store = (options) => new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock, metrics: registry, ...options });
+      const { default: Redis } = await import('ioredis');
+      const { ioredisOptions } = await import('redis-rl');
+      const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+      dead.on('error', () => {});
+      const apps = [
+        await app(rateLimit, { windowMs: 10_000, limit: 2, store: store() }),
+        await app(rateLimit, { windowMs: 10_000, limit: 1, store: store({ shadow: true, onShadow: () => {} }) }),
+        await app(rateLimit, { windowMs: 10_000, limit: 2, passOnStoreError: true, store: store({ client: dead, onError: () => {} }), logger: quiet }),
+        await app(rateLimit, { windowMs: 10_000, limit: 2, passOnStoreError: false, store: store({ client: dead, onError: () => {} }), logger: quiet }),
+      ];
+      try {
+        const [enforced, shadow, open, closed] = apps;
+        // Each app its own identity: the stores share the key prefix.
+        const [e, s] = [freshId(), freshId()];
+        const statuses = [];
+        for (const [a, id] of [[enforced, e], [enforced, e], [enforced, e], [shadow, s], [shadow, s], [open, e], [closed, e]]) statuses.push((await a.hit(id)).status);
+        assert.deepEqual(statuses, [200, 200, 429, 200, 200, 200, 500]);
+        assert.deepEqual(await decisionsOf(registry, 'erl'), {
+          outcomes: { allowed: 3, denied: 1, shadow_denied: 1, failure_open: 1, failure_closed: 1 },
+          timed: 7,
+        });
+      } finally {
+        for (const a of apps) await a.close();
+        dead.disconnect();
+      }
+      // With a limit function the library compares, not the module: nothing the kit could count.
+      assert.throws(() => store().init({ limit: () => 5, windowMs: 1000 }), /metrics need a numeric limit/);
+    }));
 
     it('a dead Redis: passOnStoreError decides (true allows, false errors), every failure reported, fast', () => withoutConsoleError(async () => {
       const { default: Redis } = await import('ioredis');

@@ -5,8 +5,10 @@ import { after, before, describe, it } from 'node:test';
 import Fastify from 'fastify';
 import rateLimit11 from '@fastify/rate-limit';
 import rateLimit10 from 'fastify-rate-limit-10';
+import { Registry } from 'prom-client';
 import { redisRlStore } from 'redis-rl/fastify';
 import { ioredisClient } from './support/clients.js';
+import { decisionsOf } from './support/metrics.js';
 import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, restartUnderTraffic, steppedTime, burstResults, admitting } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
@@ -139,6 +141,37 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
         assert.deepEqual(reported, [[`rl:fastify:{${id}}:`], [`rl:fastify:{${id}}:`]]);
       } finally {
         await srv.close();
+      }
+    });
+
+    it('metrics: allowed, denied, shadow_denied, and skipOnError\'s failure_open / failure_closed', async () => {
+      const registry = new Registry();
+      const time = steppedTime(T);
+      const store = (options) => redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock, metrics: registry, ...options });
+      const { default: Redis } = await import('ioredis');
+      const { ioredisOptions } = await import('redis-rl');
+      const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+      dead.on('error', () => {});
+      const apps = [
+        await app(plugin, { max: 2, timeWindow: 10_000, store: store() }),
+        await app(plugin, { max: 1, timeWindow: 10_000, store: store({ shadow: true, onShadow: () => {} }) }),
+        await app(plugin, { max: 2, timeWindow: 10_000, skipOnError: true, store: store({ client: dead, onError: () => {} }) }),
+        await app(plugin, { max: 2, timeWindow: 10_000, skipOnError: false, store: store({ client: dead, onError: () => {} }) }),
+      ];
+      try {
+        const [enforced, shadow, open, closed] = apps;
+        // Each app its own identity: the stores share the key prefix.
+        const [e, s] = [freshId(), freshId()];
+        const statuses = [];
+        for (const [a, id] of [[enforced, e], [enforced, e], [enforced, e], [shadow, s], [shadow, s], [open, e], [closed, e]]) statuses.push((await a.hit(id)).status);
+        assert.deepEqual(statuses, [200, 200, 429, 200, 200, 200, 500]);
+        assert.deepEqual(await decisionsOf(registry, 'fastify'), {
+          outcomes: { allowed: 3, denied: 1, shadow_denied: 1, failure_open: 1, failure_closed: 1 },
+          timed: 7,
+        });
+      } finally {
+        for (const a of apps) await a.close();
+        dead.disconnect();
       }
     });
 

@@ -54,3 +54,33 @@ describe('framework quickstarts', () => {
     });
   }
 });
+
+describe('the metrics example', () => {
+  it('express-metrics.cjs: /metrics shows the five admitted and the one refused, scrapes uncounted', async () => {
+    const server = await startApp('express-metrics.cjs');
+    try {
+      const statuses = [];
+      for (let i = 0; i < 6; i++) {
+        const r = await fetch(server.url);
+        statuses.push(r.status);
+        await r.arrayBuffer();
+        // Scrapes in between are neither limited nor counted.
+        await (await fetch(`${server.url}/metrics`)).text();
+      }
+      assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429], server.output());
+      const scrape = await fetch(`${server.url}/metrics`);
+      assert.match(scrape.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
+      const text = await scrape.text();
+      const lines = text.split('\n').filter((l) => l.startsWith('redis_rl_decisions_total') || l.startsWith('redis_rl_call_duration_seconds_count'));
+      assert.deepEqual(lines.sort(), [
+        'redis_rl_call_duration_seconds_count{limit="per-minute"} 6',
+        'redis_rl_decisions_total{limit="per-minute",outcome="allowed",backend="module"} 5',
+        'redis_rl_decisions_total{limit="per-minute",outcome="denied",backend="module"} 1',
+      ], text);
+      // The app's own metrics are in the same registry.
+      assert.match(text, /^process_cpu_user_seconds_total /m);
+    } finally {
+      await server.stop();
+    }
+  });
+});

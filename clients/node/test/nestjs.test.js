@@ -8,8 +8,10 @@ import { Controller, Get, Module } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
+import { Registry } from 'prom-client';
 import { RedisRlThrottlerStorage, redisRlThrottlerGuard } from 'redis-rl/nestjs';
 import { ioredisClient, raw } from './support/clients.js';
+import { decisionsOf } from './support/metrics.js';
 import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, restartUnderTraffic, steppedTime, burstResults, admitting } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
 
@@ -200,6 +202,39 @@ describe('@nestjs/throttler 6', () => {
         assert.equal(reported.length, 2);
       } finally {
         await srv.close();
+      }
+    });
+  }
+
+  for (const [name, guard] of [['ThrottlerGuard', ThrottlerGuard], ['RedisRlThrottlerGuard', redisRlThrottlerGuard()]]) {
+    it(`metrics (${name}): allowed, denied, shadow_denied, failure_open, failure_closed by throttler name`, async () => {
+      const registry = new Registry();
+      const storage = (options) => new RedisRlThrottlerStorage({ client: shared.conn.client, timeout: SLOW_OK, failure: 'closed', clock: () => T, metrics: registry, ...options });
+      const { default: Redis } = await import('ioredis');
+      const { ioredisOptions } = await import('redis-rl');
+      const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+      dead.on('error', () => {});
+      const throttlers = (limit) => [{ name: 'short', ttl: 10_000, limit }];
+      const apps = [
+        await app(throttlers(2), storage(), guard),
+        await app(throttlers(1), storage({ shadow: true, onShadow: () => {} }), guard),
+        await app(throttlers(2), storage({ client: dead, failure: 'open', onError: () => {} }), guard),
+        await app(throttlers(2), storage({ client: dead, failure: 'closed', onError: () => {} }), guard),
+      ];
+      try {
+        const [enforced, shadow, open, closed] = apps;
+        // Each app its own identity: the storages share the key prefix.
+        const [e, s] = [freshId(), freshId()];
+        const statuses = [];
+        for (const [a, id] of [[enforced, e], [enforced, e], [enforced, e], [shadow, s], [shadow, s], [open, e], [closed, e]]) statuses.push((await a.hit(id)).status);
+        assert.deepEqual(statuses, [200, 200, 429, 200, 200, 200, 503]);
+        assert.deepEqual(await decisionsOf(registry, 'short'), {
+          outcomes: { allowed: 3, denied: 1, shadow_denied: 1, failure_open: 1, failure_closed: 1 },
+          timed: 7,
+        });
+      } finally {
+        for (const a of apps) await a.close();
+        dead.disconnect();
       }
     });
   }

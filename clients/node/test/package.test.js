@@ -32,6 +32,7 @@ before(async () => {
   copyFileSync(join(kit, 'examples/quickstart.cjs'), join(app, 'app.js'));
   copyFileSync(join(kit, 'examples/quickstart.mjs'), join(app, 'app.mjs'));
   copyFileSync(join(kit, 'examples/rate-limiter-flexible.cjs'), join(app, 'rlflex.js'));
+  copyFileSync(join(kit, 'examples/express-metrics.cjs'), join(app, 'metrics.js'));
 });
 after(async () => {
   await redis?.stop();
@@ -87,7 +88,7 @@ describe('the packed package in a fresh npm init app', () => {
     const { stdout } = await npm(['pack', '--dry-run', '--json'], kit);
     const files = JSON.parse(stdout)[0].files.map((f) => f.path);
     for (const f of ['LICENSE', 'package.json', 'index.js', 'index.d.ts', 'dist/cjs/index.cjs', 'dist/cjs/index.d.cts',
-      'dist/cjs/src/adapters/nestjs.cjs', 'dist/cjs/src/adapters/rate-limiter-flexible.cjs']) {
+      'dist/cjs/src/adapters/nestjs.cjs', 'dist/cjs/src/adapters/rate-limiter-flexible.cjs', 'src/metrics.js', 'dist/cjs/src/metrics.cjs']) {
       assert.ok(files.includes(f), `${f} is not in the tarball: ${files.join(', ')}`);
     }
     assert.ok(!files.some((f) => f.startsWith('test/') || f.startsWith('node_modules/')), files.join(', '));
@@ -121,6 +122,16 @@ describe('the packed package in a fresh npm init app', () => {
     assert.equal(stdout, 'attempt 1: allowed, 1 left\nattempt 2: allowed, 0 left\nattempt 3: refused, retry in 300 s\n');
   });
 
+  it('works without prom-client (an optional peer), and asks for it when metrics are turned on', async () => {
+    assert.ok(!existsSync(join(app, 'node_modules/prom-client')), 'npm installed the optional peer');
+    const make = "createRateLimiter({ client: { sendCommand() {} }, failure: 'open', metrics: true })";
+    const cjs = `const { createRateLimiter } = require('redis-rl'); ${make.replace('true', 'false')}; ${make}`;
+    const esm = `import { createRateLimiter } from 'redis-rl'; ${make.replace('true', 'false')}; ${make}`;
+    for (const args of [['-e', cjs], ['--input-type=module', '-e', esm]]) {
+      await assert.rejects(run(process.execPath, args, { cwd: app }), (err) => /metrics need prom-client, which is not installed: npm install prom-client/.test(err.stderr));
+    }
+  });
+
   it("keeps working after the app's next plain npm install", async () => {
     await npm(['install'], app);
     assert.ok(!lstatSync(join(app, 'node_modules/redis-rl')).isSymbolicLink());
@@ -128,5 +139,19 @@ describe('the packed package in a fresh npm init app', () => {
     const pkg = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8'));
     assert.equal(pkg.dependencies['redis-rl'], `file:${tarball}`);
     await assertQuickstart('app.js');
+  });
+
+  it('with prom-client installed, the metrics example serves /metrics as metrics.js', async () => {
+    await npm(['install', 'prom-client'], app);
+    await run('redis-cli', ['-p', String(redis.port), 'FLUSHALL']);
+    const server = await startApp('metrics.js');
+    try {
+      await (await fetch(server.url)).arrayBuffer();
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      assert.match(text, /^redis_rl_decisions_total\{limit="per-minute",outcome="allowed",backend="module"\} 1$/m, text);
+      assert.match(text, /^redis_rl_call_duration_seconds_count\{limit="per-minute"\} 1$/m, text);
+    } finally {
+      await server.stop();
+    }
   });
 });

@@ -136,10 +136,10 @@ describe('rate-limiter-flexible', () => {
     assert.deepEqual([denied.ok, Object.keys(denied.res), denied.res['ours-min'].msBeforeNext > 0], [false, ['ours-min'], true]);
   });
 
-  it('refused when built: custom Lua, node-redis 3, a failure option, a bad duration', () => {
+  it('refused when built: custom Lua, node-redis 3, a failure option, metrics, a bad duration', () => {
     for (const [opt, message] of [
       [{ customIncrTtlLuaScript: 'return 1' }, /loads no scripts/], [{ useRedis3AndLowerPackage: true }, /node-redis 3/],
-      [{ failure: 'open' }, /insuranceLimiter/], [{ duration: -1 }, /duration must be/],
+      [{ failure: 'open' }, /insuranceLimiter/], [{ metrics: true }, /records no metrics/], [{ duration: -1 }, /duration must be/],
     ]) {
       assert.throws(() => new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
     }

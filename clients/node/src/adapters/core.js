@@ -16,7 +16,7 @@ export const ALGORITHMS = ['slidecount', 'slidelog', 'gcra', 'fixed'];
  * @param {object} options the adapter's options
  * @param {'library' | 'open' | 'closed'} failure who decides when Redis can't
  */
-export function makeLimiter(who, { client, algorithm = 'slidecount', burst, onError, onShadow, timeout, clock, shadow = false }, failure) {
+export function makeLimiter(who, { client, algorithm = 'slidecount', burst, onError, onShadow, timeout, clock, shadow = false, metrics }, failure) {
   if (!ALGORITHMS.includes(algorithm)) {
     throw new TypeError(`${who}: unknown algorithm "${algorithm}" (${ALGORITHMS.join(', ')})`);
   }
@@ -28,6 +28,7 @@ export function makeLimiter(who, { client, algorithm = 'slidecount', burst, onEr
     onShadow,
     timeout,
     clock,
+    metrics,
   });
   return { rl, algorithm, burst, shadow: Boolean(shadow) };
 }

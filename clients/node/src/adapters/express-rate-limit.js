@@ -27,7 +27,7 @@ const REFUSED = {
   sendCommand: 'is rate-limit-redis\'s; pass the connection as `client` (node-redis or ioredis)',
   sendCommandCluster: 'is rate-limit-redis\'s; pass the cluster connection as `client` (node-redis or ioredis)',
 };
-const KNOWN = new Set(['client', 'algorithm', 'burst', 'prefix', 'shadow', 'onShadow', 'onError', 'timeout', 'clock', 'failure']);
+const KNOWN = new Set(['client', 'algorithm', 'burst', 'prefix', 'shadow', 'onShadow', 'onError', 'timeout', 'clock', 'failure', 'metrics']);
 
 export class RedisRlStore {
   /** Keys live in Redis, shared by every process (express-rate-limit's validations ask). */
@@ -38,6 +38,9 @@ export class RedisRlStore {
   #fixedLimit;
   /** The counting limit's budget, when the library compares. */
   #budget;
+  /** What passOnStoreError makes of a failure, for the metrics. */
+  #failure;
+  #metrics;
 
   /**
    * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed', burst?: number,
@@ -55,6 +58,7 @@ export class RedisRlStore {
     }
     if (typeof prefix !== 'string') throw new TypeError(`${WHO}: prefix must be a string`);
     this.#adapter = makeLimiter(WHO, rest, 'library');
+    this.#metrics = Boolean(rest.metrics);
     this.prefix = prefix;
   }
 
@@ -75,6 +79,10 @@ export class RedisRlStore {
     if (counting && this.#adapter.burst !== undefined) {
       throw new TypeError(`${WHO}: burst needs a numeric limit ≥ 1 (with a function or 0 the library decides, not the module)`);
     }
+    if (counting && this.#metrics) {
+      throw new TypeError(`${WHO}: metrics need a numeric limit ≥ 1 (with a function or 0 the library decides, not the module, so its decisions are not the module's to count)`);
+    }
+    this.#failure = options.passOnStoreError ? 'open' : 'closed';
     this.#fixedLimit = counting ? undefined : limit;
     this.#budget = counting ? countingBudget(this.#adapter.algorithm, windowMs) : undefined;
     this.#limit = limitFor(this.#adapter, 'erl', counting ? this.#budget : limit, windowMs, (key) => tagged(this.prefix, key));
@@ -93,7 +101,7 @@ export class RedisRlStore {
 
   async increment(key) {
     const limit = this.#policy();
-    const decision = await this.#adapter.rl.check(limit, key);
+    const decision = await this.#adapter.rl.check(limit, key, { shadow: this.#adapter.shadow, libraryFailure: this.#failure });
     if (this.#fixedLimit === undefined) {
       if (decision.source === 'failure') throw decision.error;
       const totalHits = decision.allowed ? this.#budget - decision.remaining : this.#budget + 1;

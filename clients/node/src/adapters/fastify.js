@@ -44,9 +44,13 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
 
     #block;
 
+    /** What skipOnError makes of a failure, for the metrics. */
+    #failure;
+
     constructor(params = {}, route = '') {
       this.#block = blockOf(params);
       this.#route = route;
+      this.#failure = params.skipOnError ? 'open' : 'closed';
     }
 
     static get shadowDenials() {
@@ -60,7 +64,7 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
     }
 
     incr(key, cb, timeWindow, max) {
-      adapter.rl.check(this.#limit(timeWindow, max), key).then(
+      adapter.rl.check(this.#limit(timeWindow, max), key, { shadow: adapter.shadow, libraryFailure: this.#failure }).then(
         (decision) => {
           const { hits, ms } = asHits(adapter, decision, max);
           // ban: the plugin counts the denied requests past max.

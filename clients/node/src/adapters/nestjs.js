@@ -84,7 +84,7 @@ export class RedisRlThrottlerStorage {
       current.calls.push([key, ttl, limit, blockDuration, throttlerName]);
       return NOT_BLOCKED;
     }
-    const decision = await this.#adapter.rl.check(this.#policy(key, ttl, limit, blockDuration, throttlerName), key);
+    const decision = await this.#adapter.rl.check(this.#policy(key, ttl, limit, blockDuration, throttlerName), key, { shadow: this.#adapter.shadow });
     if (decision.source === 'failure') return this.#failed();
     return this.#record(decision, limit);
   }
@@ -96,7 +96,7 @@ export class RedisRlThrottlerStorage {
   async _incrementAll(calls) {
     const tag = calls[0][0];
     const policies = calls.map(([key, ttl, limit, blockDuration, name]) => this.#policy(key, ttl, limit, blockDuration, name, tag));
-    const decision = await this.#adapter.rl.check(policies, tag);
+    const decision = await this.#adapter.rl.check(policies, tag, { shadow: this.#adapter.shadow });
     if (decision.source === 'failure') return calls.map(() => this.#failed());
     if (decision.allowed) return decision.limits.map((d, i) => this.#record({ ...d, limits: [d], source: 'redis' }, calls[i][2]));
     const shadow = this.#adapter.shadow;

@@ -75,6 +75,10 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     if (opts.failure !== undefined) {
       throw new RateLimiterArgumentError(`${WHO}: the failure policy is rate-limiter-flexible's insuranceLimiter (or the rejected promise), not a 'failure' option`);
     }
+    if (opts.metrics) {
+      // A failure goes to the insuranceLimiter or to the app's catch: neither outcome is the kit's to know.
+      throw new RateLimiterArgumentError(`${WHO}: this adapter records no metrics (a failure is decided by the insuranceLimiter or your catch, which the kit cannot see); count in your consume() handlers, or use the kit's limiter with metrics`);
+    }
     super(opts);
     this.client = opts.storeClient;
     if (!(this.duration >= 0)) throw new RateLimiterArgumentError(`${WHO}: duration must be 0 (never expires) or a positive number of seconds, got ${opts.duration}`);
