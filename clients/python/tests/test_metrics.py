@@ -9,6 +9,7 @@ import inspect
 import re
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional
 
@@ -175,8 +176,10 @@ def test_a_known_sequence_gives_exact_counts(kind: str, server: Server, clock: F
 def test_the_histogram_has_the_documented_buckets(server: Server, key: str) -> None:
     registry = CollectorRegistry()
     rl = RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, metrics=registry)
+    started = time.perf_counter()
     for _ in range(3):
         rl.check(Limit.gcra("h", f"{key}:h", 10, 60))
+    elapsed = time.perf_counter() - started
     text = scrape(registry)
 
     observed = buckets(text, "h")
@@ -185,7 +188,7 @@ def test_the_histogram_has_the_documented_buckets(server: Server, key: str) -> N
     counts = [n for _, n in observed]
     assert counts == sorted(counts)  # cumulative
     [total] = [s.value for s in samples(text, "redis_rl_call_duration_seconds_sum") if s.labels["limit"] == "h"]
-    assert 0 < total < 3 * 0.5  # three real local calls, seconds (not ms or µs)
+    assert 0 < total <= elapsed  # in seconds, and only the calls' own time
 
 
 def test_the_names_labels_and_types_are_docs_metrics_md(server: Server, key: str) -> None:
