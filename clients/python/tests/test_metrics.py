@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import KIT_DIR, FakeClock, Server, free_port, start_server
+from test_examples import run
 from redis_rl import (
     AsyncRateLimiter,
     CommandError,
@@ -332,3 +333,15 @@ def test_the_backend_label_is_what_the_limiter_says() -> None:
     assert rl_metrics.backend(SimpleNamespace()) == "module"  # a limiter that does not say
     assert rl_metrics.backend(SimpleNamespace(active_backend="scripts")) == "scripts"
     assert rl_metrics.backend(SimpleNamespace(active_backend="module")) == "module"
+
+
+@pytest.mark.parametrize("example, limit", [("fastapi_metrics_app.py", "per-client"), ("flask_metrics_app.py", "slidecount:2/1s")])
+def test_the_examples_serve_their_metrics(example: str, limit: str, server: Server) -> None:
+    out = run(example, server).splitlines()
+    assert out[0] == "200 200 429"
+    assert out[1].startswith("200 text/plain; version=")
+    assert sorted(out[2:]) == sorted([
+        f'redis_rl_decisions_total{{backend="module",limit="{limit}",outcome="allowed"}} 2.0',
+        f'redis_rl_decisions_total{{backend="module",limit="{limit}",outcome="denied"}} 1.0',
+        f'redis_rl_call_duration_seconds_count{{limit="{limit}"}} 3.0',
+    ])
