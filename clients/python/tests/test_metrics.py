@@ -300,8 +300,9 @@ def test_the_asgi_middleware_counts_shadow_denied_only_in_shadow_mode(server: Se
     }
 
 
-def test_the_wsgi_middleware_and_the_limits_storage_count_shadow_denied(server: Server, clock: FakeClock, key: str) -> None:
-    from limits import RateLimitItemPerMinute
+def test_the_wsgi_middleware_and_the_limits_storages_count_shadow_denied(server: Server, clock: FakeClock, key: str) -> None:
+    from limits import RateLimitItemPerHour, RateLimitItemPerMinute
+    from limits.aio.strategies import FixedWindowRateLimiter as AsyncFixedWindowRateLimiter
     from limits.storage import storage_from_string
     from limits.strategies import FixedWindowRateLimiter
 
@@ -323,10 +324,37 @@ def test_the_wsgi_middleware_and_the_limits_storage_count_shadow_denied(server: 
     assert [limiter.hit(item, "user") for _ in range(2)] == [True, True]
     limiter.test(item, "user")  # a PEEK: not a decision
 
+    hourly = RateLimitItemPerHour(1)
+    on_aio = storage_from_string(server.url.replace("redis://", "async+redis+rl://") + "?shadow=true",
+                                 metrics=registry, clock=clock, on_shadow=lambda d, w: None, key_prefix=key)
+
+    async def hits() -> List[bool]:
+        return [await AsyncFixedWindowRateLimiter(on_aio).hit(hourly, "user") for _ in range(2)]
+
+    assert asyncio.run(hits()) == [True, True]
+
     assert decisions(scrape(registry)) == {
         ("w", "allowed", "module"): 1, ("w", "shadow_denied", "module"): 1,
         ("slidecount:1/60s", "allowed", "module"): 1, ("slidecount:1/60s", "shadow_denied", "module"): 1,
+        ("slidecount:1/3600s", "allowed", "module"): 1, ("slidecount:1/3600s", "shadow_denied", "module"): 1,
     }
+
+
+@pytest.mark.parametrize("kind", ["sync", "asyncio"])
+def test_the_pyrate_bucket_counts_shadow_denied(kind: str, server: Server, clock: FakeClock, key: str) -> None:
+    from pyrate_limiter import Duration, Rate, RateItem
+
+    from redis_rl.pyrate import RedisRLBucket
+
+    registry = CollectorRegistry()
+    rl = limiters(kind, server.url, failure=FailurePolicy.OPEN, clock=clock, metrics=registry)
+    bucket = RedisRLBucket([Rate(1, Duration.MINUTE)], rl, f"{key}:pyrate", shadow=True, item_log=False)
+
+    async def puts() -> List[bool]:
+        return [await done(bucket.put(RateItem("item", bucket.now()))) for _ in range(2)]
+
+    assert asyncio.run(puts()) == [True, True]
+    assert decisions(scrape(registry)) == {("1/60000ms", "allowed", "module"): 1, ("1/60000ms", "shadow_denied", "module"): 1}
 
 
 def test_the_backend_label_is_what_the_limiter_says() -> None:
