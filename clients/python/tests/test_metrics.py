@@ -11,11 +11,10 @@ import subprocess
 import sys
 import time
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List
 
 import prometheus_client
 import pytest
-import redis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -259,9 +258,9 @@ try:
 except ImportError as exc:
     print(exc)
 """
-    done_ = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
-    assert done_.returncode == 0, done_.stderr
-    assert done_.stdout.splitlines() == [
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
         "True", "redis-rl metrics need prometheus_client: pip install 'redis-rl[metrics]'"]
 
 
