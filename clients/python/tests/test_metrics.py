@@ -363,7 +363,7 @@ def test_the_backend_label_is_what_the_limiter_says() -> None:
     assert rl_metrics.backend(SimpleNamespace(active_backend="module")) == "module"
 
 
-@pytest.mark.parametrize("example, limit", [("fastapi_metrics_app.py", "per-client"), ("flask_metrics_app.py", "slidecount:2/1s")])
+@pytest.mark.parametrize("example, limit", [("fastapi_metrics_app.py", "per-client"), ("flask_metrics_app.py", "slidecount:2/60s")])
 def test_the_examples_serve_their_metrics(example: str, limit: str, server: Server) -> None:
     out = run(example, server).splitlines()
     assert out[0] == "200 200 429"
