@@ -16,6 +16,7 @@ from redis.cluster import RedisCluster
 from . import limits as wire
 from .cache import DenyCache
 from .limits import Decision, Limit, Mode, Throttle
+from .metrics import Metrics
 
 logger = logging.getLogger("redis_rl")
 
@@ -138,6 +139,7 @@ class _Core:
         on_failure: Optional[FailureHandler] = None,
         clock: Optional[Clock] = None,
         deny_cache: Union[DenyCache, bool] = False,
+        metrics: Any = None,
     ) -> None:
         if not isinstance(failure, FailurePolicy):
             raise TypeError("failure must be FailurePolicy.OPEN or FailurePolicy.CLOSED")
@@ -148,6 +150,7 @@ class _Core:
             deny_cache = DenyCache()
         # Not `or None`: an empty DenyCache is falsy (it has a length).
         self.deny_cache: Optional[DenyCache] = deny_cache if isinstance(deny_cache, DenyCache) else None
+        self.metrics = Metrics.of(metrics)
 
     def now_us(self) -> int:
         """The wall-clock time this limiter works with (the injected clock, if any)."""
@@ -198,7 +201,13 @@ class _Core:
     def _throttle_args(self, key: str, max_burst: int, count: int, period: int, quantity: int) -> List[Any]:
         return wire.throttle_command(key, max_burst, count, period, quantity, self.clock() if self.clock else None)
 
-    def _throttled(self, args: List[Any], reply: Any) -> Throttle:
+    def _throttled(self, args: List[Any], reply: Any, took: float) -> Throttle:
+        result = self._read_throttle(args, reply)
+        if self.metrics is not None:
+            self.metrics.throttled(self, args, result, took)
+        return result
+
+    def _read_throttle(self, args: List[Any], reply: Any) -> Throttle:
         if not isinstance(reply, BaseException):
             try:
                 return wire.parse_throttle(reply)
@@ -213,9 +222,19 @@ class _Core:
         if call.mode in ("refund", "reset"):
             self.deny_cache.forget(call.limits)
             return None
-        return self.deny_cache.lookup(call.entry, call.instant)
+        hit = self.deny_cache.lookup(call.entry, call.instant)
+        if hit is not None and self.metrics is not None:
+            self.metrics.decided(self, call, hit, None)
+        return hit
 
-    def _finish(self, call: _Call, reply: Any) -> Decision:
+    def _finish(self, call: _Call, reply: Any, took: float) -> Decision:
+        """The decision on Redis's reply (or error) to `call`, which took `took` seconds."""
+        decision = self._read(call, reply)
+        if self.metrics is not None:
+            self.metrics.decided(self, call, decision, took)
+        return decision
+
+    def _read(self, call: _Call, reply: Any) -> Decision:
         if isinstance(reply, BaseException):
             return self._fail(reply, call.args)
         try:
@@ -282,7 +301,9 @@ class RateLimiter(_Core):
     error reply), after reporting the error to `on_failure` (default: a warning
     on the `redis_rl` logger). `clock` (unix µs) is sent as NOW on every call;
     leave it out to let the server's clock decide. `deny_cache=True` answers
-    repeated denials in-process until their retry time.
+    repeated denials in-process until their retry time. `metrics=registry` (a
+    prometheus_client CollectorRegistry, or True for its default REGISTRY) counts
+    every decision and times every call (see `redis_rl.metrics`).
     """
 
     def __init__(self, client: SyncClient, **options: Any) -> None:
@@ -326,11 +347,12 @@ class RateLimiter(_Core):
         """RL.THROTTLE, redis-cell's CL.THROTTLE: `count` per `period` seconds,
         `max_burst + 1` at once; quantity 0 reports without spending."""
         args = self._throttle_args(key, max_burst, count, period, quantity)
+        started = time.perf_counter()
         try:
             reply = self.client.execute_command(*args, **_route(self.client, key))
         except Exception as exc:
             reply = exc
-        return self._throttled(args, reply)
+        return self._throttled(args, reply, time.perf_counter() - started)
 
     def check_many(self, limits: Sequence[Limit], cost: int = 1, mode: Mode = "spend") -> List[Decision]:
         """Independent checks (not all-or-nothing) in one pipelined round trip."""
@@ -338,6 +360,7 @@ class RateLimiter(_Core):
         decisions: List[Optional[Decision]] = [self._cached(call) for call in calls]
         todo = [i for i, d in enumerate(decisions) if d is None]
         if todo:
+            started = time.perf_counter()
             try:
                 pipe = self.client.pipeline(transaction=False)
                 for i in todo:
@@ -345,8 +368,9 @@ class RateLimiter(_Core):
                 replies = pipe.execute(raise_on_error=False)
             except Exception as exc:
                 replies = [exc] * len(todo)
+            took = time.perf_counter() - started
             for i, reply in zip(todo, replies):
-                decisions[i] = self._finish(calls[i], reply)
+                decisions[i] = self._finish(calls[i], reply, took)
         return [d for d in decisions if d is not None]
 
     def pseudonym(self, identity: str, scope: Optional[str] = None, *, prefix6: Optional[int] = None) -> str:
@@ -361,11 +385,12 @@ class RateLimiter(_Core):
         hit = self._cached(call)
         if hit is not None:
             return hit
+        started = time.perf_counter()
         try:
             reply = self.client.execute_command(*call.args, **_route(self.client, call.limits[0].key))
         except Exception as exc:
-            return self._fail(exc, call.args)
-        return self._finish(call, reply)
+            reply = exc
+        return self._finish(call, reply, time.perf_counter() - started)
 
 
 class AsyncRateLimiter(_Core):
@@ -403,18 +428,20 @@ class AsyncRateLimiter(_Core):
 
     async def throttle(self, key: str, max_burst: int, count: int, period: int, quantity: int = 1) -> Throttle:
         args = self._throttle_args(key, max_burst, count, period, quantity)
+        started = time.perf_counter()
         try:
             await self._ready()
             reply = await self.client.execute_command(*args, **_route(self.client, key))
         except Exception as exc:
             reply = exc
-        return self._throttled(args, reply)
+        return self._throttled(args, reply, time.perf_counter() - started)
 
     async def check_many(self, limits: Sequence[Limit], cost: int = 1, mode: Mode = "spend") -> List[Decision]:
         calls = [self._plan((limit,), cost, mode, many=False) for limit in limits]
         decisions: List[Optional[Decision]] = [self._cached(call) for call in calls]
         todo = [i for i, d in enumerate(decisions) if d is None]
         if todo:
+            started = time.perf_counter()
             try:
                 await self._ready()
                 pipe = self.client.pipeline(transaction=False)
@@ -423,8 +450,9 @@ class AsyncRateLimiter(_Core):
                 replies = await pipe.execute(raise_on_error=False)
             except Exception as exc:
                 replies = [exc] * len(todo)
+            took = time.perf_counter() - started
             for i, reply in zip(todo, replies):
-                decisions[i] = self._finish(calls[i], reply)
+                decisions[i] = self._finish(calls[i], reply, took)
         return [d for d in decisions if d is not None]
 
     async def pseudonym(self, identity: str, scope: Optional[str] = None, *, prefix6: Optional[int] = None) -> str:
@@ -444,9 +472,10 @@ class AsyncRateLimiter(_Core):
         hit = self._cached(call)
         if hit is not None:
             return hit
+        started = time.perf_counter()
         try:
             await self._ready()
             reply = await self.client.execute_command(*call.args, **_route(self.client, call.limits[0].key))
         except Exception as exc:
-            return self._fail(exc, call.args)
-        return self._finish(call, reply)
+            reply = exc
+        return self._finish(call, reply, time.perf_counter() - started)

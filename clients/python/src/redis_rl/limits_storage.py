@@ -17,7 +17,8 @@ Schemes: `redis+rl://`, `rediss+rl://` (TLS), `redis+rl+cluster://`, and each wi
   `in_memory_fallback`).
 - `shadow`: `true` to let would-be-limited requests through, reported and counted.
 - `key_prefix` (default `rl:limits`), and as storage options only: `clock` (unix µs,
-  sent as NOW), `on_failure`, `on_shadow`, and a ready-made redis-py `client`.
+  sent as NOW), `on_failure`, `on_shadow`, `metrics` (a prometheus_client registry, or
+  `True` for its default one: see `redis_rl.metrics`), and a ready-made redis-py `client`.
 
 The module decides. The strategies read a hit count, so an admitted hit reports
 `limit - remaining` and a denied one `limit + 1`; the window stats come from a PEEK:
@@ -93,6 +94,7 @@ class _Settings:
             "failure": self.failure or FailurePolicy.OPEN,
             "on_failure": options.pop("on_failure", None) or (None if self.failure else _log_raised),
             "clock": options.pop("clock", None),
+            "metrics": options.pop("metrics", None),
         }
         self.connect_options = options
         self._failed = threading.local()
@@ -147,12 +149,15 @@ class _Keys:
     def limit(self, algorithm: str, key: str, limit: Optional[int] = None, expiry: Optional[int] = None) -> Limit:
         head, parsed_limit, seconds = _parse_key(key)
         suffix = key[len(head) + 1 :]
+        amount = limit if limit is not None else parsed_limit
+        window_s = expiry if expiry is not None else seconds
         return Limit(
-            "limits",
+            # Named by its rate: the metrics' `limit` label, bounded by the app's rules.
+            f"{algorithm.lower()}:{amount}/{window_s}s",
             algorithm,  # type: ignore[arg-type]
             f"{self.s.prefix}:{{{head}}}:{algorithm.lower()}:{suffix}",
-            limit if limit is not None else parsed_limit,
-            (expiry if expiry is not None else seconds) * 1000,
+            amount,
+            window_s * 1000,
         )
 
 
@@ -248,7 +253,11 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
 
     def _hit(self, limit: Limit, cost: int) -> bool:
-        return _spent(self.settings, self.limiter.check(limit, cost), limit)
+        return _spent(self.settings, self._spend(limit, cost), limit)
+
+    def _spend(self, limit: Limit, cost: int) -> Decision:
+        with self.shadow.watching():
+            return self.limiter.check(limit, cost)
 
     def _peek(self, limit: Limit) -> Decision:
         return self.settings.recent_failure() or _raised(self.settings, self.limiter.check(limit, 1, "peek"))
@@ -258,7 +267,7 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
         if elastic_expiry:
             raise NotImplementedError(ELASTIC_REFUSED)
         limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
-        return _hit_count(self.settings, self.limiter.check(limit, amount), limit, amount)
+        return _hit_count(self.settings, self._spend(limit, amount), limit, amount)
 
     def get(self, key: str) -> int:
         limit = self.keys.limit(self.settings.algorithm, key)
@@ -326,7 +335,11 @@ class AsyncRedisRLStorage(
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
 
     async def _hit(self, limit: Limit, cost: int) -> bool:
-        return _spent(self.settings, await self.limiter.check(limit, cost), limit)
+        return _spent(self.settings, await self._spend(limit, cost), limit)
+
+    async def _spend(self, limit: Limit, cost: int) -> Decision:
+        with self.shadow.watching():
+            return await self.limiter.check(limit, cost)
 
     async def _peek(self, limit: Limit) -> Decision:
         recent = self.settings.recent_failure()
@@ -336,7 +349,7 @@ class AsyncRedisRLStorage(
         if elastic_expiry:
             raise NotImplementedError(ELASTIC_REFUSED)
         limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
-        return _hit_count(self.settings, await self.limiter.check(limit, amount), limit, amount)
+        return _hit_count(self.settings, await self._spend(limit, amount), limit, amount)
 
     async def get(self, key: str) -> int:
         limit = self.keys.limit(self.settings.algorithm, key)

@@ -175,7 +175,8 @@ class RateLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        checked = await self._check(scope)
+        with self.shadow.watching():
+            checked = await self._check(scope)
         decision = checked.decision
         headers = checked.headers(self.legacy_headers)
         if not self.shadow.passes(decision, scope.get("path", ""), _denied_by(decision)):
@@ -257,7 +258,8 @@ class WSGIRateLimitMiddleware:
         return _Checked(self.limiter.check_all(limits))
 
     def __call__(self, environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        checked = self._check(environ)
+        with self.shadow.watching():
+            checked = self._check(environ)
         decision = checked.decision
         headers = checked.headers(self.legacy_headers)
         if not self.shadow.passes(decision, environ.get("PATH_INFO", ""), _denied_by(decision)):

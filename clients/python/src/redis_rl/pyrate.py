@@ -101,7 +101,8 @@ class RedisRLBucket(AbstractBucket):
             return True
         if isinstance(self.limiter, AsyncRateLimiter):
             return self._put_async(item)
-        decision = self.limiter.check_all(self._limits, item.weight)
+        with self.shadow.watching():
+            decision = self.limiter.check_all(self._limits, item.weight)
         admitted = self._settle(item, decision)
         if admitted and self.item_log and decision.error is None:
             try:
@@ -112,7 +113,8 @@ class RedisRLBucket(AbstractBucket):
 
     async def _put_async(self, item: RateItem) -> bool:
         assert isinstance(self.limiter, AsyncRateLimiter)
-        decision = await self.limiter.check_all(self._limits, item.weight)
+        with self.shadow.watching():
+            decision = await self.limiter.check_all(self._limits, item.weight)
         admitted = self._settle(item, decision)
         if admitted and self.item_log and decision.error is None:
             try:

@@ -4,11 +4,13 @@ new limit can be rolled out and watched before it is enforced."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
-from typing import Callable, Optional
+from typing import Callable, ContextManager, Optional
 
 from .limits import Decision
+from .metrics import shadowing
 
 logger = logging.getLogger("redis_rl")
 
@@ -38,6 +40,11 @@ class Shadow:
         self.on_denial = on_denial or _log_denial
         self.denials = 0
         self.by_label: Counter[str] = Counter()
+
+    def watching(self) -> ContextManager[None]:
+        """Wraps the limiter calls whose denials `passes` will let through, so the
+        limiter's metrics count them as shadow_denied, not denied."""
+        return shadowing() if self.enabled else contextlib.nullcontext()
 
     def passes(self, decision: Decision, what: str, label: str) -> bool:
         if decision.allowed:
