@@ -236,6 +236,7 @@ impl RateLimiter {
             command,
             entry,
             mode,
+            mode == Mode::Spend,
             |now| limit::command(limit, cost, mode, now),
             |reply| decision::parse(command, reply, limit),
         )
@@ -307,6 +308,7 @@ impl RateLimiter {
             "RL.ALL",
             entry,
             mode,
+            mode == Mode::Spend,
             |now| limit::all_command(limits, &costs, mode, lease, now),
             |reply| decision::parse_all(reply, limits),
         )
@@ -331,6 +333,7 @@ impl RateLimiter {
             "RL.CONCURRENCY",
             entry,
             mode,
+            matches!(op, LeaseOp::Acquire(_)),
             |now| limit::lease_command(limit, &op, now),
             |reply| decision::parse("RL.CONCURRENCY", reply, limit),
         )
@@ -373,7 +376,8 @@ impl RateLimiter {
         if let Some(now) = self.clock.as_ref().map(|clock| clock_checked(clock())) {
             cmd.arg("NOW").arg(now);
         }
-        match self
+        let started = Instant::now();
+        let throttle = match self
             .send_limiter(cmd, &[key])
             .await
             .and_then(|reply| decision::parse_throttle(&reply))
@@ -391,7 +395,20 @@ impl RateLimiter {
                     error: failed.error,
                 }
             }
+        };
+        // Quantity 0 only reports: it is no decision.
+        if self.metrics && quantity > 0 {
+            let outcome = match (throttle.source, throttle.limited) {
+                (Source::Failure, false) => Outcome::FailureOpen,
+                (Source::Failure, true) => Outcome::FailureClosed,
+                (_, false) => Outcome::Allowed,
+                (_, true) if self.shadow => Outcome::ShadowDenied,
+                (_, true) => Outcome::Denied,
+            };
+            let name = format!("throttle:{count}/{period_s}s");
+            metrics::record_named(name, outcome, self.on_scripts(), Some(started.elapsed()));
         }
+        throttle
     }
 
     /// RL.PSEUDONYM: a daily-rotating pseudonym of `identity` (an IP is canonicalised
@@ -485,11 +502,15 @@ impl RateLimiter {
     }
 
     /// The cache, the round trip, the reading of the reply, and the policy on failure.
+    /// `counted`: the call is a decision for the metrics (a spend or an acquire; a peek,
+    /// refund, reset, release or heartbeat belongs to a request already counted).
+    #[allow(clippy::too_many_arguments)]
     async fn decide(
         &self,
         command: &'static str,
         entry: Entry,
         mode: Mode,
+        counted: bool,
         build: impl FnOnce(Option<i64>) -> Cmd,
         read: impl FnOnce(&Value) -> Result<Decision, Error>,
     ) -> Decision {
@@ -504,7 +525,7 @@ impl RateLimiter {
                 Mode::Refund | Mode::Reset => cache.forget(&entry.limits),
                 Mode::Spend | Mode::Peek => {
                     if let Some(hit) = cache.lookup(&entry, instant) {
-                        if self.metrics {
+                        if self.metrics && counted {
                             let scripts = self.on_scripts();
                             metrics::record(&entry.limits, Outcome::CacheDenied, scripts, None);
                         }
@@ -532,7 +553,7 @@ impl RateLimiter {
             }
             Err(error) => self.fail(error, command),
         };
-        if self.metrics {
+        if self.metrics && counted {
             let outcome = match (decision.source, decision.allowed) {
                 (Source::Failure, true) => Outcome::FailureOpen,
                 (Source::Failure, false) => Outcome::FailureClosed,

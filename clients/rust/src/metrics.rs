@@ -43,15 +43,20 @@ impl Outcome {
 /// One decision, counted once per limit it names (labels are the limits' names, never
 /// their keys), and the call's latency, unless the deny cache answered.
 pub(crate) fn record(limits: &[Limit], outcome: Outcome, scripts: bool, took: Option<Duration>) {
-    let backend = if scripts { "scripts" } else { "module" };
     for limit in limits {
-        metrics::counter!(DECISIONS,
-            "limit" => limit.name.clone(),
-            "outcome" => outcome.label(),
-            "backend" => backend)
-        .increment(1);
-        if let Some(took) = took {
-            metrics::histogram!(DURATION, "limit" => limit.name.clone()).record(took.as_secs_f64());
-        }
+        record_named(limit.name.clone(), outcome, scripts, took);
+    }
+}
+
+/// One decision of the limit labelled `name`.
+pub(crate) fn record_named(name: String, outcome: Outcome, scripts: bool, took: Option<Duration>) {
+    let backend = if scripts { "scripts" } else { "module" };
+    metrics::counter!(DECISIONS,
+        "limit" => name.clone(),
+        "outcome" => outcome.label(),
+        "backend" => backend)
+    .increment(1);
+    if let Some(took) = took {
+        metrics::histogram!(DURATION, "limit" => name).record(took.as_secs_f64());
     }
 }

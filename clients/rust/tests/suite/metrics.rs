@@ -98,6 +98,16 @@ async fn every_decision_is_counted_by_limit_and_outcome() {
         app.clone().oneshot(req).await.unwrap();
     }
 
+    // A peek, a refund and a reset belong to a request already counted: not decisions.
+    rl.peek(&api, 1).await;
+    rl.refund(&api, 1).await;
+    rl.reset(&api).await;
+    // RL.THROTTLE: quantity 1 twice (allowed, then denied), quantity 0 only reports.
+    let cell = key("metrics-throttle");
+    rl.throttle(&cell, 0, 1, 60, 1).await;
+    rl.throttle(&cell, 0, 1, 60, 1).await;
+    rl.throttle(&cell, 0, 1, 60, 0).await;
+
     let text = handle.render();
     let backend = if crate::common::scripts_backend() {
         "scripts"
@@ -141,6 +151,14 @@ async fn every_decision_is_counted_by_limit_and_outcome() {
         &[("limit", "api")],
     );
     assert_eq!(calls, 6.0, "{text}");
+    assert_eq!(count("throttle:1/60s", "allowed"), 1.0, "{text}");
+    assert_eq!(count("throttle:1/60s", "denied"), 1.0, "{text}");
+    let throttled = sample(
+        &text,
+        "redis_rl_call_duration_seconds_count",
+        &[("limit", "throttle:1/60s")],
+    );
+    assert_eq!(throttled, 2.0, "{text}");
     assert!(text.contains("redis_rl_call_duration_seconds_bucket{limit=\"api\",le=\"0.00005\"}"));
     // Nothing else, and nothing named by a key or an identity.
     assert!(
