@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 import redis
@@ -91,10 +91,10 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_server(*, module: bool = True, cluster: bool = False) -> Server:
+def start_server(*, module: bool = True, cluster: bool = False, port: int = 0, extra: Sequence[str] = ()) -> Server:
     if module and not MODULE.is_file():
         pytest.exit(f"module not found at {MODULE}: build it (cargo build --release) or set RL_MODULE", 2)
-    port = free_port(10000 if cluster else 0)
+    port = port or free_port(10000 if cluster else 0)
     workdir = tempfile.mkdtemp(prefix="rl-kit-")
     args = [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             "--dir", workdir, "--logfile", "server.log"]
@@ -102,6 +102,7 @@ def start_server(*, module: bool = True, cluster: bool = False) -> Server:
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
     if module:
         args += ["--loadmodule", str(MODULE)]
+    args += extra
     env = {**os.environ, "RL_SECRET": SECRET}
     process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = Server(port, process, workdir)
@@ -154,6 +155,17 @@ def limiter_calls(client: redis.Redis) -> Dict[str, int]:
 
 def total_calls(client: redis.Redis) -> int:
     return sum(limiter_calls(client).values())
+
+
+@pytest.fixture(scope="session")
+def module_server(server: Server) -> Iterator[Server]:
+    """A server with the module, whatever RL_BACKEND says (to compare the two)."""
+    if ON_MODULE:
+        yield server
+        return
+    s = start_server()
+    yield s
+    s.stop()
 
 
 @pytest.fixture(scope="session")
