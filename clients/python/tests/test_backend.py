@@ -162,7 +162,7 @@ IDENTITIES = [
     ("2001:0DB8:0000:0000:0000:0000:0000:0001", None, None), ("2001:db8:1:2:3:4:5:6", None, 64),
     ("2001:db8:1:2:3:4:5:6", None, 128), ("2001:db8:1:2:3:4:5:6", None, 1), ("1:0:0:2:0:0:0:3", None, None),
     ("1:0:2:3:4:5:6:7", None, None), ("::", None, None), ("::1", "s", 127), ("64:ff9b::1.2.3.4", None, None),
-    ("fe80::1%eth0", None, None), ("01.2.3.4", None, None), ("1.2.3", None, None), ("192.0.2.1 ", None, None),
+    ("fe80::1%eth0", None, None), ("FE80::0001%eth0", None, None), ("01.2.3.4", None, None), ("1.2.3", None, None), ("192.0.2.1 ", None, None),
     ("api-key-123", None, 64), ("user:42", "a:b", None), ("ümlaut", "scope", None), ("", None, None),
 ]
 
