@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs the Python kit's tests against real module-enabled Redis servers that the
-# tests start themselves. Env: RL_MODULE (default ../../target/release/libredis_rl.so),
-# RL_SERVER (default redis-server); extra arguments go to pytest.
+# Runs the Python kit's tests against real Redis servers that the tests start
+# themselves: first with the module loaded, then again (RL_BACKEND=scripts) on plain
+# servers without it, where the kit runs the module's Lua scripts. Env: RL_MODULE
+# (default ../../target/release/libredis_rl.so), RL_SERVER (default redis-server),
+# RL_BACKEND (with arguments: which backend those tests run on); extra arguments go to
+# pytest.
 set -euo pipefail
 
 kit="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -48,11 +51,20 @@ if [[ $# -gt 0 ]]; then
     exec "$venv/bin/python" -m pytest -p no:cacheprovider "$@"
 fi
 status=0
-"$venv/bin/python" -m pytest -p no:cacheprovider || status=1
+RL_BACKEND=module "$venv/bin/python" -m pytest -p no:cacheprovider || status=1
 echo "== the adapters again on limits 4 and pyrate-limiter 3 (.tools/python-compat)"
-PYTHONPATH="$compat" "$venv/bin/python" -m pytest -p no:cacheprovider tests/test_compat.py \
+RL_BACKEND=module PYTHONPATH="$compat" "$venv/bin/python" -m pytest -p no:cacheprovider tests/test_compat.py \
     tests/test_flask_limiter.py tests/test_slowapi.py tests/test_pyrate.py tests/test_adapters_cluster.py || status=1
-# The libraries' own suites (upstream/run.sh), after the kit's tests (their timing
+# Every test again on servers without the module. Not run twice: the package build
+# (test_package, which also runs the installed copy's scripts) and `make run`, which
+# do not depend on the backend, and the compat overlay, whose difference is the
+# libraries' versions, not the backend.
+echo "== again on the scripts backend (servers without the module)"
+RL_BACKEND=scripts "$venv/bin/python" -m pytest -p no:cacheprovider \
+    --deselect tests/test_package.py --deselect tests/test_make_run.py || status=1
+# The libraries' own suites (upstream/run.sh), on the module backend only: they take
+# minutes of real windows each, and the kit's tests above already run every adapter
+# on the scripts. After the kit's tests (their timing
 # assertions do not survive sharing the CPU with them) and in parallel with each other:
 # they mostly sleep, waiting out real windows.
 # Each on the storage's default algorithm, except pyrate-limiter, whose buckets are

@@ -19,6 +19,7 @@ async def hello(scope, receive, send):
 limiter = AsyncRateLimiter(
     connect_async(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")),
     failure=FailurePolicy.OPEN,
+    pseudonym_secret=os.environ.get("RL_SECRET"),  # for pseudonyms where the module is not loaded
 )
 app = RateLimitMiddleware(
     hello,

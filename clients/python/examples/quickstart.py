@@ -5,7 +5,9 @@ import os
 from redis_rl import FailurePolicy, Limit, RateLimiter, connect, ratelimit_headers
 
 client = connect(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"))
-limiter = RateLimiter(client, failure=FailurePolicy.OPEN)  # Redis down → admit, and log it
+# Redis down → admit, and log it. The server's RL_SECRET lets the kit compute pseudonyms
+# itself where the module is not loaded (it then runs the module's Lua scripts).
+limiter = RateLimiter(client, failure=FailurePolicy.OPEN, pseudonym_secret=os.environ.get("RL_SECRET"))
 
 user = limiter.pseudonym("203.0.113.7")  # daily-rotating, so no raw IP becomes a key
 burst = Limit.gcra("burst", f"rl:{{{user}}}:burst", 10, "1s", burst=2)

@@ -13,7 +13,7 @@ def hello(environ, start_response):
 
 
 limiter = RateLimiter(connect(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")),
-                      failure=FailurePolicy.CLOSED)
+                      failure=FailurePolicy.CLOSED, pseudonym_secret=os.environ.get("RL_SECRET"))
 app = WSGIRateLimitMiddleware(hello, limiter, [Limit.gcra("burst", "rl:wsgi:burst", 2, "1s")],
                               legacy_headers=True)
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional
 import pytest
 import redis
 
-from conftest import MODULE, SECRET, SERVER, START_TIMEOUT, FakeClock, free_port
+from conftest import MODULE, ON_MODULE, SECRET, SERVER, START_TIMEOUT, FakeClock, free_port
 
 BURST = 8
 # Admitted over a restart test with a budget of 30: all of it, or one less when the
@@ -25,7 +25,7 @@ IN_FLIGHT_LOST = (29, 30)
 
 
 class Persistent:
-    """A module-enabled server with an fsync-always AOF that restarts (after a
+    """A server (with the module unless RL_BACKEND=scripts) with an fsync-always AOF that restarts (after a
     SIGKILL) on the same port and data, so state survives and only the restart
     itself is an outage."""
 
@@ -45,7 +45,7 @@ class Persistent:
     def start(self) -> None:
         args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "yes", "--appendfsync", "always", "--dir", self.dir,
-                "--logfile", "server.log", "--loadmodule", str(MODULE)]
+                "--logfile", "server.log"] + (["--loadmodule", str(MODULE)] if ON_MODULE else [])
         self.process = subprocess.Popen(args, env={**os.environ, "RL_SECRET": SECRET},
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT

@@ -1,6 +1,9 @@
-"""Real module-enabled servers for the tests: one standalone, one without the
-module, and a 3-node cluster, each started once per session on free loopback
-ports and killed at the end."""
+"""Real servers for the tests: one standalone, one without the module, and a 3-node
+cluster, each started once per session on free loopback ports and killed at the end.
+
+RL_BACKEND chooses what decides: `module` (default) loads the module into `server`
+and `cluster`; `scripts` starts them without it, so every limiter (backend `auto`,
+the default) runs the Lua scripts, the same tests expecting the same answers."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 import redis
@@ -21,6 +24,11 @@ KIT_DIR = Path(__file__).resolve().parent.parent
 MODULE = Path(os.environ.get("RL_MODULE", KIT_DIR / "../../target/release/libredis_rl.so")).resolve()
 SERVER = os.environ.get("RL_SERVER", "redis-server")
 SECRET = "some-test-secret"
+BACKEND = os.environ.get("RL_BACKEND", "module")
+if BACKEND not in ("module", "scripts"):
+    raise RuntimeError(f"RL_BACKEND must be 'module' or 'scripts', not {BACKEND!r}")
+ON_MODULE = BACKEND == "module"
+SCRIPTS_DIR = KIT_DIR / "src/redis_rl/scripts"
 START_TIMEOUT = 10.0
 CLUSTER_TIMEOUT = 30.0
 
@@ -83,10 +91,10 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_server(*, module: bool = True, cluster: bool = False) -> Server:
+def start_server(*, module: bool = True, cluster: bool = False, port: int = 0, extra: Sequence[str] = ()) -> Server:
     if module and not MODULE.is_file():
         pytest.exit(f"module not found at {MODULE}: build it (cargo build --release) or set RL_MODULE", 2)
-    port = free_port(10000 if cluster else 0)
+    port = port or free_port(10000 if cluster else 0)
     workdir = tempfile.mkdtemp(prefix="rl-kit-")
     args = [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             "--dir", workdir, "--logfile", "server.log"]
@@ -94,6 +102,7 @@ def start_server(*, module: bool = True, cluster: bool = False) -> Server:
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
     if module:
         args += ["--loadmodule", str(MODULE)]
+    args += extra
     env = {**os.environ, "RL_SECRET": SECRET}
     process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = Server(port, process, workdir)
@@ -113,6 +122,47 @@ def start_server(*, module: bool = True, cluster: bool = False) -> Server:
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
+    """The tests' server: with the module, or (RL_BACKEND=scripts) without."""
+    s = start_server(module=ON_MODULE)
+    yield s
+    s.stop()
+
+
+def rl_command(client: redis.Redis, *args: Any) -> Any:
+    """A module command sent as is, or on the scripts backend run as its script (EVAL,
+    no KEYS, which a standalone server allows): the server's own answer, for tests that
+    compare the kit with it."""
+    if ON_MODULE:
+        return client.execute_command(*args)
+    body = (SCRIPTS_DIR / f"{str(args[0]).lower().removeprefix('rl.')}.lua").read_text()
+    return client.execute_command("EVAL", body, 0, *args[1:])
+
+
+def limiter_calls(client: redis.Redis) -> Dict[str, int]:
+    """The limiter calls a server answered without error, by command: RL.* on the
+    module; on the scripts, which the server's stats cannot tell apart, as `script`
+    (EVALSHA and EVAL, not counting an EVALSHA refused with NOSCRIPT)."""
+    calls: Dict[str, int] = {}
+    for name, stat in client.info("commandstats").items():
+        command = name.removeprefix("cmdstat_")
+        ok = stat["calls"] - stat.get("failed_calls", 0)
+        if command.startswith("rl."):
+            calls[command] = ok
+        elif command in ("evalsha", "eval") and ok:
+            calls["script"] = calls.get("script", 0) + ok
+    return calls
+
+
+def total_calls(client: redis.Redis) -> int:
+    return sum(limiter_calls(client).values())
+
+
+@pytest.fixture(scope="session")
+def module_server(server: Server) -> Iterator[Server]:
+    """A server with the module, whatever RL_BACKEND says (to compare the two)."""
+    if ON_MODULE:
+        yield server
+        return
     s = start_server()
     yield s
     s.stop()
@@ -153,7 +203,7 @@ def _cluster_ready(nodes: List[Server]) -> bool:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
-    nodes = [start_server(cluster=True) for _ in range(3)]
+    nodes = [start_server(cluster=True, module=ON_MODULE) for _ in range(3)]
     try:
         subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
@@ -174,8 +224,8 @@ def cluster() -> Iterator[Cluster]:
 def supports_all(client: redis.Redis) -> Optional[str]:
     """None when the module has RL.ALL, REFUND and RESET; else why not."""
     try:
-        client.execute_command("RL.ALL", 1, "FIXED", "{probe}", 1, 1, "PEEK")
-        client.execute_command("RL.FIXED", "{probe}", 1, 1, "RESET")
+        rl_command(client, "RL.ALL", 1, "FIXED", "{probe}", 1, 1, "PEEK")
+        rl_command(client, "RL.FIXED", "{probe}", 1, 1, "RESET")
     except redis.ResponseError as exc:
         return f"this build of the module lacks RL.ALL/REFUND/RESET ({exc})"
     return None

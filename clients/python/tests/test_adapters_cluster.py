@@ -14,7 +14,7 @@ from limits.storage import storage_from_string
 from pyrate_limiter import Duration, Rate
 
 import redis_rl.limits_storage  # noqa: F401
-from conftest import Cluster, FakeClock
+from conftest import Cluster, FakeClock, rl_command
 from redis_rl import FailurePolicy, RateLimiter, connect
 from redis_rl.pyrate import RedisRLBucketFactory
 from test_cluster import TAGS, reset_stats, server_counts
@@ -83,8 +83,8 @@ def test_leases_and_throttle_route_by_their_key(cluster: Cluster) -> None:
 
     probe = cluster.nodes[0].client()
     try:
-        probe.execute_command("RL.THROTTLE", "{probe}", 1, 1, 1, 0)
-        probe.execute_command("RL.CONCURRENCY", "{probe}:c", 1, 1, "PEEK")
+        rl_command(probe, "RL.THROTTLE", "{probe}", 1, 1, 1, 0)
+        rl_command(probe, "RL.CONCURRENCY", "{probe}:c", 1, 1, "PEEK")
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"this build lacks RL.THROTTLE or RL.CONCURRENCY ({exc})")
     rl = RateLimiter(connect(cluster.url, cluster=True), failure=FailurePolicy.CLOSED, clock=FakeClock())

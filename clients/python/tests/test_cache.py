@@ -8,19 +8,18 @@ from typing import Dict
 import pytest
 import redis
 
-from conftest import FakeClock, Server
+from conftest import FakeClock, Server, rl_command, total_calls
 from redis_rl import DenyCache, FailurePolicy, Limit, RateLimiter, connect
 from redis_rl.limits import command
 
 
 def rl_calls(server: Server) -> int:
-    stats = server.client().info("commandstats")
-    return sum(v["calls"] for k, v in stats.items() if k.startswith("cmdstat_rl."))
+    return total_calls(server.client())
 
 
 def server_peek(client: redis.Redis, limit: Limit, cost: int, now: int) -> bool:
-    """What the module itself would answer now, without spending."""
-    return bool(client.execute_command(*command(limit, cost, "peek", now))[0])
+    """What the server itself would answer now, without spending."""
+    return bool(rl_command(client, *command(limit, cost, "peek", now))[0])
 
 
 def cached_limiter(server: Server, clock: FakeClock) -> RateLimiter:

@@ -23,7 +23,7 @@ from redis_rl import (
 
 
 def limiter(server: Server, clock: FakeClock) -> RateLimiter:
-    return RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock)
+    return RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock, pseudonym_secret=SECRET)
 
 
 @dataclass
@@ -170,7 +170,7 @@ def test_check_many_pipelines_independent_checks(server: Server, clock: FakeCloc
 def test_asyncio_client(server: Server, clock: FakeClock, key: str) -> None:
     async def scenario() -> List[Tuple[bool, int, int, int]]:
         client = connect_async(server.url)
-        rl = AsyncRateLimiter(client, failure=FailurePolicy.CLOSED, clock=clock)
+        rl = AsyncRateLimiter(client, failure=FailurePolicy.CLOSED, clock=clock, pseudonym_secret=SECRET)
         limit = Limit.gcra("gcra", key, 10, 1, burst=2)
         out = [await rl.check(limit) for _ in range(3)]
         many = await rl.check_many([limit, limit.with_key(key + ":other")])

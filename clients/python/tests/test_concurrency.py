@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 import pytest
 import redis
 
-from conftest import FakeClock, Server
+from conftest import FakeClock, Server, rl_command
 from redis_rl import (
     AsyncRateLimiter,
     FailurePolicy,
@@ -28,7 +28,7 @@ from test_middleware import asgi_get, wsgi_get
 @pytest.fixture(scope="module")
 def needs_concurrency(server: Server) -> None:
     try:
-        server.client().execute_command("RL.CONCURRENCY", "{probe}:c", 1, 1, "PEEK")
+        rl_command(server.client(), "RL.CONCURRENCY", "{probe}:c", 1, 1, "PEEK")
     except redis.ResponseError as exc:
         pytest.skip(f"this build of the module lacks RL.CONCURRENCY ({exc})")
 

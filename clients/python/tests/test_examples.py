@@ -11,13 +11,13 @@ import urllib.request
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from conftest import KIT_DIR, Server, free_port
+from conftest import KIT_DIR, SECRET, Server, free_port
 
 EXAMPLES = KIT_DIR / "examples"
 
 
 def run(script: str, server: Server) -> str:
-    env = {**os.environ, "REDIS_URL": server.url}
+    env = {**os.environ, "REDIS_URL": server.url, "RL_SECRET": SECRET}
     done = subprocess.run([sys.executable, str(EXAMPLES / script)], env=env, capture_output=True,
                           text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -50,7 +50,7 @@ def get(url: str) -> Tuple[int, Dict[str, str]]:
 
 def test_wsgi_example_serves_http(server: Server) -> None:
     port = free_port()
-    env = {**os.environ, "REDIS_URL": server.url, "PORT": str(port)}
+    env = {**os.environ, "REDIS_URL": server.url, "PORT": str(port), "RL_SECRET": SECRET}
     process = subprocess.Popen([sys.executable, str(EXAMPLES / "wsgi_app.py")], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

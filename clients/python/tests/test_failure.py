@@ -137,7 +137,7 @@ def test_lost_connection(hang_up: Listener) -> None:
 def test_module_not_loaded(bare_server: Server, policy: FailurePolicy) -> None:
     """Not an outage but a deployment mistake: raised, with the hint, whatever the policy."""
     reports = Reports()
-    rl = RateLimiter(connect(bare_server.url), failure=policy, on_failure=reports)
+    rl = RateLimiter(connect(bare_server.url), failure=policy, on_failure=reports, backend="module")
     with pytest.raises(ModuleNotLoaded, match=r"RL\.GCRA: unknown command.*module is not loaded.*loadmodule"):
         rl.check(LIMIT)
     assert reports.seen == []
@@ -221,7 +221,7 @@ def test_asyncio_failures(silent: Listener, bare_server: Server) -> None:
         # The module missing is raised in asyncio too, never the policy's.
         client = connect_async(bare_server.url)
         with pytest.raises(ModuleNotLoaded, match="loadmodule"):
-            await AsyncRateLimiter(client, failure=FailurePolicy.OPEN).check(LIMIT)
+            await AsyncRateLimiter(client, failure=FailurePolicy.OPEN, backend="module").check(LIMIT)
         await client.aclose()
 
     asyncio.run(scenario())

@@ -28,6 +28,10 @@ limit = Limit.fixed("pkg", "rl:{package-test}", 2, 60)
 rl.reset(limit)
 print(redis_rl.__file__)
 print([rl.check(limit).allowed for _ in range(3)])
+# The installed copy's Lua scripts, whether or not the server has the module.
+lua = RateLimiter(connect(sys.argv[1]), failure=FailurePolicy.CLOSED, backend="scripts")
+lua.reset(limit)
+print("scripts", [lua.check(limit).allowed for _ in range(3)])
 """
 
 
@@ -92,6 +96,7 @@ def test_installed_artifact_serves_a_request(installed: Tuple[Path, Path], serve
     out = run_app(python, app_dir, server)
     assert "site-packages" in out and str(KIT_DIR) not in out  # the installed copy, not this tree
     assert "[True, True, False]" in out
+    assert "scripts [True, True, False]" in out
     # The app's own requirements installed afterwards leave the kit in place.
     (app_dir / "requirements.txt").write_text("redis>=5\n")
     pip(python, "-r", "requirements.txt", cwd=app_dir)

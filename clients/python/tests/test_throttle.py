@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import redis
 
-from conftest import FakeClock, Server, free_port
+from conftest import FakeClock, Server, free_port, rl_command
 from redis_rl import CommandError, AsyncRateLimiter, FailurePolicy, RateLimiter, Throttle, connect, connect_async
 from test_failure import Reports
 
@@ -15,7 +15,7 @@ from test_failure import Reports
 @pytest.fixture(scope="module")
 def needs_throttle(server: Server) -> None:
     try:
-        server.client().execute_command("RL.THROTTLE", "{probe}:t", 1, 1, 1, 0)
+        rl_command(server.client(), "RL.THROTTLE", "{probe}:t", 1, 1, 1, 0)
     except redis.ResponseError as exc:
         pytest.skip(f"this build of the module lacks RL.THROTTLE ({exc})")
 

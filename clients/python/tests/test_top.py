@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 import redis
 
-from conftest import T0, Cluster, Server
+from conftest import ON_MODULE, T0, Cluster, Server
 from redis_rl import TopEntry, connect, top
+
+# The scripts keep no denial summary: RL.TOP is the module's alone.
+pytestmark = pytest.mark.skipif(not ON_MODULE, reason="RL.TOP needs the module (RL_BACKEND=scripts)")
 
 
 def deny(c: redis.Redis, key: str, times: int, algorithm: str = "FIXED") -> None:

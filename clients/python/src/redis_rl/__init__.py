@@ -1,4 +1,5 @@
-"""Python client kit for the redis-rl module (native rate-limiter commands)."""
+"""Python client kit for redis-rl: the module's rate-limiter commands, or its Lua scripts
+where the module cannot be loaded."""
 
 from .cache import DenyCache, PseudonymCache
 from .client import (
@@ -7,6 +8,7 @@ from .client import (
     FailurePolicy,
     LimiterUnavailable,
     ModuleNotLoaded,
+    PseudonymSecretRequired,
     RateLimiter,
 )
 from .connect import connect, connect_async
@@ -26,6 +28,7 @@ __all__ = [
     "LimiterUnavailable",
     "ModuleNotLoaded",
     "PseudonymCache",
+    "PseudonymSecretRequired",
     "RateLimitMiddleware",
     "RateLimiter",
     "Shadow",

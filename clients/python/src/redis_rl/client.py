@@ -13,10 +13,12 @@ import redis.asyncio
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
+from . import backend as scripts
 from . import limits as wire
 from .cache import DenyCache
 from .limits import Decision, Limit, Mode, Throttle
 from .metrics import Metrics
+from .pseudonym import pseudonym as local_pseudonym
 
 logger = logging.getLogger("redis_rl")
 
@@ -59,6 +61,12 @@ class CommandError(ValueError):
 
 class ModuleNotLoaded(CommandError):
     """The server does not know the RL.* commands: the module is not loaded there."""
+
+
+class PseudonymSecretRequired(ValueError):
+    """`pseudonym()` on the scripts backend without `pseudonym_secret`: Redis Lua has no
+    SHA-256, so the kit computes RL.PSEUDONYM itself and needs the module's secret.
+    Raised, not decided by the failure policy: it is a setup mistake, not an outage."""
 
 
 # Error replies that mean the server cannot serve now (not that the call is wrong):
@@ -128,6 +136,14 @@ class _Call:
     def entry(self) -> Tuple[Tuple[Limit, ...], Tuple[int, ...], bool]:
         return (self.limits, self.costs, self.many)
 
+    @property
+    def keys(self) -> List[str]:
+        return [limit.key for limit in self.limits]
+
+
+# What `_wire` answers for RL.PSEUDONYM on the scripts: computed here, not sent.
+_LOCAL: List[Any] = []
+
 
 class _Core:
     """Everything but the I/O, shared by the sync and the asyncio limiter."""
@@ -140,9 +156,17 @@ class _Core:
         clock: Optional[Clock] = None,
         deny_cache: Union[DenyCache, bool] = False,
         metrics: Any = None,
+        backend: str = "auto",
+        pseudonym_secret: Optional[Union[str, bytes]] = None,
     ) -> None:
         if not isinstance(failure, FailurePolicy):
             raise TypeError("failure must be FailurePolicy.OPEN or FailurePolicy.CLOSED")
+        self.backend = scripts.check_backend(backend)
+        self.active_backend = "scripts" if backend == "scripts" else "module"
+        """What answers now, 'module' or 'scripts' (with auto: the last answer's; 'module'
+        before the first)."""
+        self._recheck_at = 0  # auto on the scripts: when (now_us) to ask the module again
+        self._secret = pseudonym_secret
         self.failure = failure
         self.on_failure = on_failure or _log_failure(failure)
         self.clock = clock
@@ -269,9 +293,48 @@ class _Core:
         if scope is not None:
             args.append(scope)
         if prefix6 is not None:
+            if isinstance(prefix6, bool) or not isinstance(prefix6, int) or not 1 <= prefix6 <= 128:
+                raise ValueError(f"prefix6 must be a prefix length from 1 to 128, not {prefix6!r}")
             args += ["PREFIX6", prefix6]
         # Always NOW: the UTC day is then the caller's, which is what per-day caches key on.
         return args + ["NOW", self.now_us()]
+
+    def _local_pseudonym(self, identity: str, scope: Optional[str], prefix6: Optional[int], args: List[Any]) -> str:
+        if self._secret is None:
+            raise PseudonymSecretRequired(
+                "RL.PSEUDONYM needs the redis-rl module, or the secret: Redis Lua has no SHA-256, so on "
+                "the scripts backend the kit computes pseudonyms itself; pass the server's RL_SECRET "
+                "to the limiter as pseudonym_secret="
+            )
+        return local_pseudonym(self._secret, identity, scope, prefix6, args[-1])
+
+    # The backend. A call is sent as `_wire` says; `_next` reads the answer and says what
+    # to send instead, if anything: its script when auto meets a server without the
+    # module (so that call is decided too), the script's text when the server answers
+    # NOSCRIPT. At most three sends, module -> EVALSHA -> EVAL.
+
+    def _module_first(self) -> bool:
+        if self.backend != "auto":
+            return self.backend == "module"
+        return self.active_backend == "module" or self.now_us() >= self._recheck_at
+
+    def _wire(self, args: List[Any], keys: Sequence[str]) -> List[Any]:
+        if self._module_first():
+            return args
+        return scripts.evalsha(args, keys) if scripts.has_script(args[0]) else _LOCAL
+
+    def _next(self, args: List[Any], keys: Sequence[str], sent: List[Any], reply: Any) -> Optional[List[Any]]:
+        if sent[0] == "EVALSHA" and scripts.no_script(reply):
+            return scripts.eval_(args, keys)
+        if sent is args and self.backend == "auto":  # the module's command
+            if scripts.no_module(reply):
+                self.active_backend, self._recheck_at = "scripts", self.now_us() + scripts.RECHECK_US
+                return scripts.evalsha(args, keys) if scripts.has_script(args[0]) else _LOCAL
+            if not isinstance(reply, BaseException):
+                self.active_backend = "module"
+        if scripts.lost(reply):
+            self._recheck_at = 0
+        return None
 
 
 def _text(value: Any) -> str:
@@ -349,7 +412,7 @@ class RateLimiter(_Core):
         args = self._throttle_args(key, max_burst, count, period, quantity)
         started = time.perf_counter()
         try:
-            reply = self.client.execute_command(*args, **_route(self.client, key))
+            reply = self._send(args, [key])
         except Exception as exc:
             reply = exc
         return self._throttled(args, reply, time.perf_counter() - started)
@@ -361,23 +424,20 @@ class RateLimiter(_Core):
         todo = [i for i, d in enumerate(decisions) if d is None]
         if todo:
             started = time.perf_counter()
-            try:
-                pipe = self.client.pipeline(transaction=False)
-                for i in todo:
-                    pipe.execute_command(*calls[i].args, **_route(self.client, calls[i].limits[0].key))
-                replies = pipe.execute(raise_on_error=False)
-            except Exception as exc:
-                replies = [exc] * len(todo)
+            replies = self._send_many([calls[i] for i in todo])
             took = time.perf_counter() - started
             for i, reply in zip(todo, replies):
                 decisions[i] = self._finish(calls[i], reply, took)
         return [d for d in decisions if d is not None]
 
     def pseudonym(self, identity: str, scope: Optional[str] = None, *, prefix6: Optional[int] = None) -> str:
-        """RL.PSEUDONYM: a daily-rotating pseudonym, so no raw IP becomes a key."""
+        """RL.PSEUDONYM: a daily-rotating pseudonym, so no raw IP becomes a key. On the
+        scripts it is computed here from `pseudonym_secret` (else PseudonymSecretRequired)."""
         args = self._pseudonym_args(identity, scope, prefix6)
         try:
-            return _text(self.client.execute_command(*args, **_route(self.client, None)))
+            return _text(self._send(args, [], lambda: self._local_pseudonym(identity, scope, prefix6, args)))
+        except PseudonymSecretRequired:
+            raise
         except Exception as exc:
             raise LimiterUnavailable(self._fail(exc, args)) from exc
 
@@ -387,10 +447,47 @@ class RateLimiter(_Core):
             return hit
         started = time.perf_counter()
         try:
-            reply = self.client.execute_command(*call.args, **_route(self.client, call.limits[0].key))
+            reply = self._send(call.args, call.keys)
         except Exception as exc:
             reply = exc
         return self._finish(call, reply, time.perf_counter() - started)
+
+    def _send(self, args: List[Any], keys: List[str], local: Optional[Callable[[], str]] = None) -> Any:
+        """One command on the backend in force: its reply, or its error raised."""
+        route = _route(self.client, keys[0] if keys else None)
+        sent: Optional[List[Any]] = self._wire(args, keys)
+        while sent is not None:
+            if sent is _LOCAL:
+                assert local is not None
+                return local()
+            try:
+                reply = self.client.execute_command(*sent, **route)
+            except Exception as exc:
+                reply = exc
+            sent = self._next(args, keys, sent, reply)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def _send_many(self, calls: List[_Call]) -> List[Any]:
+        """Independent calls in one pipeline; those to send again (their script, its
+        text) in a second and third."""
+        sent: List[Optional[List[Any]]] = [self._wire(c.args, c.keys) for c in calls]
+        replies: List[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        while todo:
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                for i in todo:
+                    pipe.execute_command(*sent[i], **_route(self.client, calls[i].keys[0]))  # type: ignore[misc]
+                got = pipe.execute(raise_on_error=False)
+            except Exception as exc:
+                got = [exc] * len(todo)
+            for i, reply in zip(todo, got):
+                replies[i] = reply
+                sent[i] = self._next(calls[i].args, calls[i].keys, sent[i], reply)  # type: ignore[arg-type]
+            todo = [i for i in todo if sent[i] is not None]
+        return replies
 
 
 class AsyncRateLimiter(_Core):
@@ -430,8 +527,7 @@ class AsyncRateLimiter(_Core):
         args = self._throttle_args(key, max_burst, count, period, quantity)
         started = time.perf_counter()
         try:
-            await self._ready()
-            reply = await self.client.execute_command(*args, **_route(self.client, key))
+            reply = await self._send(args, [key])
         except Exception as exc:
             reply = exc
         return self._throttled(args, reply, time.perf_counter() - started)
@@ -442,14 +538,7 @@ class AsyncRateLimiter(_Core):
         todo = [i for i, d in enumerate(decisions) if d is None]
         if todo:
             started = time.perf_counter()
-            try:
-                await self._ready()
-                pipe = self.client.pipeline(transaction=False)
-                for i in todo:
-                    pipe.execute_command(*calls[i].args, **_route(self.client, calls[i].limits[0].key))
-                replies = await pipe.execute(raise_on_error=False)
-            except Exception as exc:
-                replies = [exc] * len(todo)
+            replies = await self._send_many([calls[i] for i in todo])
             took = time.perf_counter() - started
             for i, reply in zip(todo, replies):
                 decisions[i] = self._finish(calls[i], reply, took)
@@ -458,8 +547,9 @@ class AsyncRateLimiter(_Core):
     async def pseudonym(self, identity: str, scope: Optional[str] = None, *, prefix6: Optional[int] = None) -> str:
         args = self._pseudonym_args(identity, scope, prefix6)
         try:
-            await self._ready()
-            return _text(await self.client.execute_command(*args, **_route(self.client, None)))
+            return _text(await self._send(args, [], lambda: self._local_pseudonym(identity, scope, prefix6, args)))
+        except PseudonymSecretRequired:
+            raise
         except Exception as exc:
             raise LimiterUnavailable(self._fail(exc, args)) from exc
 
@@ -474,8 +564,43 @@ class AsyncRateLimiter(_Core):
             return hit
         started = time.perf_counter()
         try:
-            await self._ready()
-            reply = await self.client.execute_command(*call.args, **_route(self.client, call.limits[0].key))
+            reply = await self._send(call.args, call.keys)
         except Exception as exc:
             reply = exc
         return self._finish(call, reply, time.perf_counter() - started)
+
+    async def _send(self, args: List[Any], keys: List[str], local: Optional[Callable[[], str]] = None) -> Any:
+        await self._ready()
+        route = _route(self.client, keys[0] if keys else None)
+        sent: Optional[List[Any]] = self._wire(args, keys)
+        while sent is not None:
+            if sent is _LOCAL:
+                assert local is not None
+                return local()
+            try:
+                reply = await self.client.execute_command(*sent, **route)
+            except Exception as exc:
+                reply = exc
+            sent = self._next(args, keys, sent, reply)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    async def _send_many(self, calls: List[_Call]) -> List[Any]:
+        sent: List[Optional[List[Any]]] = [self._wire(c.args, c.keys) for c in calls]
+        replies: List[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        while todo:
+            try:
+                await self._ready()
+                pipe = self.client.pipeline(transaction=False)
+                for i in todo:
+                    pipe.execute_command(*sent[i], **_route(self.client, calls[i].keys[0]))  # type: ignore[misc]
+                got = await pipe.execute(raise_on_error=False)
+            except Exception as exc:
+                got = [exc] * len(todo)
+            for i, reply in zip(todo, got):
+                replies[i] = reply
+                sent[i] = self._next(calls[i].args, calls[i].keys, sent[i], reply)  # type: ignore[arg-type]
+            todo = [i for i in todo if sent[i] is not None]
+        return replies

@@ -16,6 +16,8 @@ Schemes: `redis+rl://`, `rediss+rl://` (TLS), `redis+rl+cluster://`, and each wi
   the library's own switch decides (Flask-Limiter's and SlowAPI's `swallow_errors`,
   `in_memory_fallback`).
 - `shadow`: `true` to let would-be-limited requests through, reported and counted.
+- `backend`: `auto` (default: the module's commands where the server has the module,
+  else its Lua scripts), `module` or `scripts`.
 - `key_prefix` (default `rl:limits`), and as storage options only: `clock` (unix µs,
   sent as NOW), `on_failure`, `on_shadow`, `metrics` (a prometheus_client registry, or
   `True` for its default one: see `redis_rl.metrics`), and a ready-made redis-py `client`.
@@ -43,6 +45,7 @@ from limits.limits import TIME_TYPES
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
 from limits.storage.base import TimestampedSlidingWindow
 
+from .backend import BACKENDS
 from .client import AsyncRateLimiter, FailurePolicy, RateLimiter, logger
 from .connect import connect, connect_async
 from .limits import Decision, Limit
@@ -50,7 +53,7 @@ from .shadow import Shadow
 
 ALGORITHMS = {"slidecount": "SLIDECOUNT", "slidelog": "SLIDELOG", "gcra": "GCRA", "fixed": "FIXED"}
 DEFAULT_PREFIX = "rl:limits"
-_OPTIONS = ("algorithm", "failure", "shadow", "key_prefix")
+_OPTIONS = ("algorithm", "failure", "shadow", "key_prefix", "backend")
 _TRUE = ("1", "true", "yes", "on")
 STATS_AFTER_FAILURE_S = 1.0
 
@@ -95,6 +98,7 @@ class _Settings:
             "on_failure": options.pop("on_failure", None) or (None if self.failure else _log_raised),
             "clock": options.pop("clock", None),
             "metrics": options.pop("metrics", None),
+            "backend": _backend(given.get("backend", "auto")),
         }
         self.connect_options = options
         self._failed = threading.local()
@@ -116,6 +120,12 @@ class _Settings:
         if self.failure is None or at is None or time.monotonic() - at[0] > STATS_AFTER_FAILURE_S:
             return None
         return at[1]
+
+
+def _backend(name: Any) -> str:
+    if name not in BACKENDS:
+        raise ConfigurationError(f"redis+rl: backend must be 'auto', 'module' or 'scripts', not {name!r}")
+    return str(name)
 
 
 def _log_raised(error: BaseException, command: Sequence[Any]) -> None:
