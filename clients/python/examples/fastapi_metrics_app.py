@@ -13,7 +13,12 @@ from redis_rl import AsyncRateLimiter, FailurePolicy, Limit, RateLimitMiddleware
 
 redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 registry = CollectorRegistry()  # or metrics=True: prometheus_client's default REGISTRY
-limiter = AsyncRateLimiter(connect_async(redis_url), failure=FailurePolicy.OPEN, metrics=registry)
+limiter = AsyncRateLimiter(
+    connect_async(redis_url),
+    failure=FailurePolicy.OPEN,
+    metrics=registry,
+    pseudonym_secret=os.environ.get("RL_SECRET"),  # for pseudonyms where the module is not loaded
+)
 
 api = FastAPI()
 

@@ -18,7 +18,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import KIT_DIR, FakeClock, Server, free_port, start_server
+from conftest import BACKEND as B
+from conftest import ON_MODULE
+from conftest import KIT_DIR, SECRET, FakeClock, Server, free_port, start_server
 from test_examples import run
 from redis_rl import (
     AsyncRateLimiter,
@@ -83,6 +85,7 @@ async def done(value: Any) -> Any:
 
 
 def limiters(kind: str, url: str, **options: Any) -> Any:
+    options.setdefault("pseudonym_secret", SECRET)  # the scripts backend hashes in the kit
     if kind == "sync":
         return RateLimiter(connect(url), **options)
     return AsyncRateLimiter(connect_async(url), **options)
@@ -90,24 +93,24 @@ def limiters(kind: str, url: str, **options: Any) -> Any:
 
 # What the scenario below leaves in the registry, on a module-enabled server.
 EXPECTED = {
-    ("api", "allowed", "module"): 3,  # 2, then 1 more after the window
-    ("api", "denied", "module"): 1,
-    ("api", "cache_denied", "module"): 1,  # the cache answered a spend and a peek: only the spend counts
-    ("shadowed", "allowed", "module"): 1,
-    ("shadowed", "shadow_denied", "module"): 1,
-    ("shadowed", "denied", "module"): 1,  # outside shadowing(): enforced again
-    ("a", "allowed", "module"): 1,  # RL.ALL: once per limit it names
-    ("b", "allowed", "module"): 1,
-    ("a", "denied", "module"): 1,  # a denies, and b counts the call's outcome too
-    ("b", "denied", "module"): 1,
-    ("x", "allowed", "module"): 1,  # check_many: one decision per limit
-    ("y", "allowed", "module"): 1,
-    ("throttle:1/60s", "allowed", "module"): 1,
-    ("throttle:1/60s", "denied", "module"): 1,
+    ("api", "allowed", B): 3,  # 2, then 1 more after the window
+    ("api", "denied", B): 1,
+    ("api", "cache_denied", B): 1,  # the cache answered a spend and a peek: only the spend counts
+    ("shadowed", "allowed", B): 1,
+    ("shadowed", "shadow_denied", B): 1,
+    ("shadowed", "denied", B): 1,  # outside shadowing(): enforced again
+    ("a", "allowed", B): 1,  # RL.ALL: once per limit it names
+    ("b", "allowed", B): 1,
+    ("a", "denied", B): 1,  # a denies, and b counts the call's outcome too
+    ("b", "denied", B): 1,
+    ("x", "allowed", B): 1,  # check_many: one decision per limit
+    ("y", "allowed", B): 1,
+    ("throttle:1/60s", "allowed", B): 1,
+    ("throttle:1/60s", "denied", B): 1,
     ("api", "failure_open", "module"): 1,  # nothing listens: the label is the configured backend
-    ("api", "failure_closed", "module"): 1,  # the server went away
-    ("gone", "allowed", "module"): 1,
-    ("gone", "failure_closed", "module"): 1,
+    ("api", "failure_closed", B): 1,  # the server went away: the label is the backend last used
+    ("gone", "allowed", B): 1,
+    ("gone", "failure_closed", B): 1,
 }
 # Every decision but the deny-cache hits made one call.
 CALLS = {"api": 6, "shadowed": 3, "a": 2, "b": 2, "x": 1, "y": 1, "throttle:1/60s": 2, "gone": 2}
@@ -147,7 +150,7 @@ async def scenario(kind: str, server: Server, clock: FakeClock, key: str, regist
     opened = limiters(kind, nobody, failure=FailurePolicy.OPEN, on_failure=quiet, metrics=registry)
     assert (await done(opened.check(api))).allowed
 
-    going = start_server()
+    going = start_server(module=ON_MODULE)
     try:
         closed = limiters(kind, going.url, failure=FailurePolicy.CLOSED, on_failure=quiet, metrics=registry)
         await done(closed.check(Limit.fixed("gone", f"{key}:gone", 5, 60)))
@@ -175,7 +178,7 @@ def test_a_known_sequence_gives_exact_counts(kind: str, server: Server, clock: F
 
 def test_the_histogram_has_the_documented_buckets(server: Server, key: str) -> None:
     registry = CollectorRegistry()
-    rl = RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, metrics=registry)
+    rl = RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, metrics=registry, pseudonym_secret=SECRET)
     started = time.perf_counter()
     for _ in range(3):
         rl.check(Limit.gcra("h", f"{key}:h", 10, 60))
@@ -212,7 +215,7 @@ def test_the_names_labels_and_types_are_docs_metrics_md(server: Server, key: str
 
 def test_only_admissions_are_counted(server: Server, clock: FakeClock, key: str, needs_all: None) -> None:
     registry = CollectorRegistry()
-    rl = RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, clock=clock, metrics=registry)
+    rl = RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, clock=clock, metrics=registry, pseudonym_secret=SECRET)
     rate, slots = Limit.gcra("rate", f"{key}:r", 10, 60), Limit.concurrency("inflight", f"{key}:c", 2, 30)
     assert rl.acquire(slots, "req-1").allowed
     rl.heartbeat(slots, "req-1")
@@ -226,7 +229,7 @@ def test_only_admissions_are_counted(server: Server, clock: FakeClock, key: str,
     rl.pseudonym("192.0.2.1")
     text = scrape(registry)
 
-    assert decisions(text) == {("inflight", "allowed", "module"): 2, ("rate", "allowed", "module"): 1}
+    assert decisions(text) == {("inflight", "allowed", B): 2, ("rate", "allowed", B): 1}
     assert calls(text) == {"inflight": 2, "rate": 1}
 
 
@@ -240,7 +243,7 @@ def test_off_by_default_and_true_is_the_default_registry(server: Server, key: st
     again = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.OPEN, metrics=True)
     assert on.metrics is again.metrics  # one registration per registry, shared
     on.check(Limit.fixed("loud-limit", f"{key}:l", 1, 60))
-    assert decisions(scrape(prometheus_client.REGISTRY))[("loud-limit", "allowed", "module")] == 1
+    assert decisions(scrape(prometheus_client.REGISTRY))[("loud-limit", "allowed", B)] == 1
 
     with pytest.raises(TypeError, match="CollectorRegistry"):
         RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, metrics="yes")
@@ -271,7 +274,7 @@ async def _ok(scope: Any, receive: Any, send: Any) -> None:
 
 def test_the_asgi_middleware_counts_shadow_denied_only_in_shadow_mode(server: Server, clock: FakeClock, key: str) -> None:
     registry = CollectorRegistry()
-    rl = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.OPEN, clock=clock, metrics=registry)
+    rl = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.OPEN, clock=clock, metrics=registry, pseudonym_secret=SECRET)
     shadowed = RateLimitMiddleware(_ok, rl, [Limit.fixed("s", f"{key}:s", 1, 60)], shadow=True, on_shadow=lambda d, w: None)
     enforced = RateLimitMiddleware(_ok, rl, [Limit.fixed("e", f"{key}:e", 1, 60)])
 
@@ -295,8 +298,8 @@ def test_the_asgi_middleware_counts_shadow_denied_only_in_shadow_mode(server: Se
 
     assert asyncio.run(both()) == [[200, 200, 200], [200, 429, 429]]
     assert decisions(scrape(registry)) == {
-        ("s", "allowed", "module"): 1, ("s", "shadow_denied", "module"): 2,
-        ("e", "allowed", "module"): 1, ("e", "denied", "module"): 2,
+        ("s", "allowed", B): 1, ("s", "shadow_denied", B): 2,
+        ("e", "allowed", B): 1, ("e", "denied", B): 2,
     }
 
 
@@ -309,7 +312,7 @@ def test_the_wsgi_middleware_and_the_limits_storages_count_shadow_denied(server:
     import redis_rl.limits_storage  # noqa: F401  registers redis+rl://
 
     registry = CollectorRegistry()
-    rl = RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, clock=clock, metrics=registry)
+    rl = RateLimiter(connect(server.url), failure=FailurePolicy.OPEN, clock=clock, metrics=registry, pseudonym_secret=SECRET)
     app = WSGIRateLimitMiddleware(lambda env, start: start("200 OK", []) or [b"ok"], rl,
                                   [Limit.fixed("w", f"{key}:w", 1, 60)], shadow=True, on_shadow=lambda d, w: None)
     statuses: List[str] = []
@@ -334,9 +337,9 @@ def test_the_wsgi_middleware_and_the_limits_storages_count_shadow_denied(server:
     assert asyncio.run(hits()) == [True, True]
 
     assert decisions(scrape(registry)) == {
-        ("w", "allowed", "module"): 1, ("w", "shadow_denied", "module"): 1,
-        ("slidecount:1/60s", "allowed", "module"): 1, ("slidecount:1/60s", "shadow_denied", "module"): 1,
-        ("slidecount:1/3600s", "allowed", "module"): 1, ("slidecount:1/3600s", "shadow_denied", "module"): 1,
+        ("w", "allowed", B): 1, ("w", "shadow_denied", B): 1,
+        ("slidecount:1/60s", "allowed", B): 1, ("slidecount:1/60s", "shadow_denied", B): 1,
+        ("slidecount:1/3600s", "allowed", B): 1, ("slidecount:1/3600s", "shadow_denied", B): 1,
     }
 
 
@@ -347,14 +350,14 @@ def test_the_pyrate_bucket_counts_shadow_denied(kind: str, server: Server, clock
     from redis_rl.pyrate import RedisRLBucket
 
     registry = CollectorRegistry()
-    rl = limiters(kind, server.url, failure=FailurePolicy.OPEN, clock=clock, metrics=registry)
+    rl = limiters(kind, server.url, failure=FailurePolicy.OPEN, clock=clock, metrics=registry, pseudonym_secret=SECRET)
     bucket = RedisRLBucket([Rate(1, Duration.MINUTE)], rl, f"{key}:pyrate", shadow=True, item_log=False)
 
     async def puts() -> List[bool]:
         return [await done(bucket.put(RateItem("item", bucket.now()))) for _ in range(2)]
 
     assert asyncio.run(puts()) == [True, True]
-    assert decisions(scrape(registry)) == {("1/60000ms", "allowed", "module"): 1, ("1/60000ms", "shadow_denied", "module"): 1}
+    assert decisions(scrape(registry)) == {("1/60000ms", "allowed", B): 1, ("1/60000ms", "shadow_denied", B): 1}
 
 
 def test_the_backend_label_is_what_the_limiter_says() -> None:
@@ -369,7 +372,7 @@ def test_the_examples_serve_their_metrics(example: str, limit: str, server: Serv
     assert out[0] == "200 200 429"
     assert out[1].startswith("200 text/plain; version=")
     assert sorted(out[2:]) == sorted([
-        f'redis_rl_decisions_total{{backend="module",limit="{limit}",outcome="allowed"}} 2.0',
-        f'redis_rl_decisions_total{{backend="module",limit="{limit}",outcome="denied"}} 1.0',
+        f'redis_rl_decisions_total{{backend="{B}",limit="{limit}",outcome="allowed"}} 2.0',
+        f'redis_rl_decisions_total{{backend="{B}",limit="{limit}",outcome="denied"}} 1.0',
         f'redis_rl_call_duration_seconds_count{{limit="{limit}"}} 3.0',
     ])
