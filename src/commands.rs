@@ -5,8 +5,8 @@
 use std::ffi::CStr;
 
 use crate::algo::{
-    concurrency::Concurrency, counter::Counter, fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog,
-    throttle::Throttle, Algorithm,
+    concurrency::Concurrency, counter::Counter, fixed::Fixed, gcra::Gcra, slidecount::SlideCount,
+    slidelog::SlideLog, throttle::Throttle, Algorithm,
 };
 use crate::command::{Arg, ArgType, Command, Docs, Keys, State};
 use crate::server::stats::Stats;

@@ -365,7 +365,9 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                         expires_ms: match rng.gen_range(0..4) {
                             0 => None,
                             1 => Some(extreme(&mut rng)),
-                            _ => Some((now / 1000).saturating_add_signed(rng.gen_range(-20_000..20_000))),
+                            _ => Some(
+                                (now / 1000).saturating_add_signed(rng.gen_range(-20_000..20_000)),
+                            ),
                         },
                     },
                     crate::algo::KeyKind::Log { .. } => Stored::Log(&log),

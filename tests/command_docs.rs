@@ -253,7 +253,14 @@ fn command_docs_describe_every_rl_command() {
         .collect();
     assert_eq!(
         algos,
-        ["SLIDELOG", "SLIDECOUNT", "FIXED", "COUNTER", "GCRA", "CONCURRENCY"]
+        [
+            "SLIDELOG",
+            "SLIDECOUNT",
+            "FIXED",
+            "COUNTER",
+            "GCRA",
+            "CONCURRENCY"
+        ]
     );
     let tail: Vec<_> = all[2..].iter().map(shape).collect();
     assert_eq!(

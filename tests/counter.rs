@@ -78,7 +78,11 @@ fn decisions_follow_the_keys_expiry_instant() {
     assert_eq!(rl(&mut c, &at(now, "")), (1, 1, 0, until(now)));
     assert_eq!(rl(&mut c, &at(now, "")), (1, 0, 0, until(now)));
     assert_eq!(get(&mut c, k).as_deref(), Some("3"));
-    assert_eq!(pexpiretime(&mut c, k), end_ms, "a later hit moved the window");
+    assert_eq!(
+        pexpiretime(&mut c, k),
+        end_ms,
+        "a later hit moved the window"
+    );
 
     // A denial spends nothing and waits until the key expires, rounded up to a ms.
     let before = snapshot(&mut c);
@@ -112,7 +116,11 @@ fn a_counter_without_a_ttl_gets_the_windows() {
     let mut c = s.conn();
     // Another writer's plain INCR left counters without a TTL.
     let _: () = redis::cmd("SET").arg("rl:a").arg(1).query(&mut c).unwrap();
-    let _: () = redis::cmd("SET").arg("rl:full").arg(3).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("rl:full")
+        .arg(3)
+        .query(&mut c)
+        .unwrap();
     let (reply, before, after) = timed(&mut c, "RL.COUNTER rl:a 3 10");
     assert_eq!(reply, (1, 1, 0, W_MS));
     assert_eq!(get(&mut c, "rl:a").as_deref(), Some("2"));
@@ -128,8 +136,16 @@ fn a_counter_without_a_ttl_gets_the_windows() {
 fn a_value_that_is_not_a_counter_is_refused() {
     let s = Server::start();
     let mut c = s.conn();
-    let _: () = redis::cmd("SET").arg("rl:x").arg("abc").query(&mut c).unwrap();
-    let _: () = redis::cmd("LPUSH").arg("rl:l").arg(1).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("rl:x")
+        .arg("abc")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("LPUSH")
+        .arg("rl:l")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(
         err_line(&mut c, "RL.COUNTER rl:x 3 10"),
         "ERR limiter key 'rl:x' does not hold a non-negative integer"
@@ -226,7 +242,11 @@ fn rl_all_and_block_take_it() {
     let b = |now: u64, rest: &str| format!("RL.COUNTER {{b}}:c 1 10 BLOCK 60 NOW {now}{rest}");
     assert_eq!(rl(&mut c, &b(t, "")).0, 1);
     assert_eq!(rl(&mut c, &b(t + 1, "")), (0, 0, 60_000, 60_000));
-    assert_eq!(get(&mut c, "{b}:c"), None, "the block did not clear the counter");
+    assert_eq!(
+        get(&mut c, "{b}:c"),
+        None,
+        "the block did not clear the counter"
+    );
     assert!(get(&mut c, "{b}:c:block").is_some());
     assert_eq!(rl(&mut c, &b(t + 30_000_000, "")).0, 0);
     // The block over, the budget is back: a new window from that hit.
@@ -252,8 +272,13 @@ fn replicas_and_the_aof_get_the_effects() {
     wait_link(&primary, &replica);
     let mut p = primary.conn();
     let t = server_us(&mut p);
-    let _: () = redis::cmd("SET").arg("rl:{r}:bare").arg(1).query(&mut p).unwrap();
-    let line = |key: &str, now: u64, rest: &str| format!("RL.COUNTER rl:{{r}}:{key} 2 10 NOW {now}{rest}");
+    let _: () = redis::cmd("SET")
+        .arg("rl:{r}:bare")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
+    let line =
+        |key: &str, now: u64, rest: &str| format!("RL.COUNTER rl:{{r}}:{key} 2 10 NOW {now}{rest}");
     for l in [
         line("a", t, ""),
         line("a", t + 1, ""),
@@ -283,10 +308,19 @@ fn replicas_and_the_aof_get_the_effects() {
         .collect();
     assert_eq!(
         keys,
-        ["rl:{r}:a", "rl:{r}:b", "rl:{r}:bare", "rl:{r}:c", "rl:{r}:e:block"],
+        [
+            "rl:{r}:a",
+            "rl:{r}:b",
+            "rl:{r}:bare",
+            "rl:{r}:c",
+            "rl:{r}:e:block"
+        ],
         "{expected:?}"
     );
-    assert!(expected.iter().all(|(_, _, at)| *at > 0), "a key without a TTL: {expected:?}");
+    assert!(
+        expected.iter().all(|(_, _, at)| *at > 0),
+        "a key without a TTL: {expected:?}"
+    );
     assert_eq!(snapshot(&mut r), expected, "the replica differs");
     let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(&mut p).unwrap();
     assert_eq!(snapshot(&mut p), expected, "the AOF reload differs");

@@ -804,7 +804,10 @@ fn counter_matches_the_module() {
             }
             untimed += 1;
         }
-        let end: i64 = redis::cmd("PEXPIRETIME").arg(key('m')).query(&mut c).unwrap();
+        let end: i64 = redis::cmd("PEXPIRETIME")
+            .arg(key('m'))
+            .query(&mut c)
+            .unwrap();
         let at_end = end > 0 && rng.gen_bool(0.3);
         if at_end {
             now = end as u64 * 1000 + rng.gen_range(0..=2) - 1;
@@ -861,7 +864,11 @@ fn counter_matches_the_module() {
             renewed += 1;
         }
         if m.1 > 0 && m.1 != s.1 {
-            let _: () = redis::cmd("PEXPIREAT").arg(key('s')).arg(m.1).query(&mut c).unwrap();
+            let _: () = redis::cmd("PEXPIREAT")
+                .arg(key('s'))
+                .arg(m.1)
+                .query(&mut c)
+                .unwrap();
         }
     }
     eprintln!("counter: {admitted} admitted, {denied} denied, {renewed} windows renewed, {untimed} untimed");

@@ -58,7 +58,11 @@ pub fn decide(w: Window, spec: &Spec, now: u64) -> Verdict {
     let (limit, cost) = (spec.limit, spec.cost);
     let used = u128::from(count);
     let allowed = used + u128::from(cost) <= u128::from(limit);
-    let used_after = if allowed { used + u128::from(cost) } else { used };
+    let used_after = if allowed {
+        used + u128::from(cost)
+    } else {
+        used
+    };
     let decision = Decision {
         allowed,
         remaining: remaining(limit, used_after),
@@ -95,7 +99,9 @@ pub fn decide(w: Window, spec: &Spec, now: u64) -> Verdict {
         ],
         // The TTL first: the INCRBY keeps it (and, done by Redis itself with integer
         // values, it closes the key the module had open).
-        (Window::Untimed { .. }, true) => [Some(Write::Expire { key: 0, ttl_ms }), Some(incr), None],
+        (Window::Untimed { .. }, true) => {
+            [Some(Write::Expire { key: 0, ttl_ms }), Some(incr), None]
+        }
         // A denial spends nothing; but a counter without a TTL would deny forever.
         (Window::Untimed { .. }, false) => [Some(Write::Expire { key: 0, ttl_ms }), None, None],
         (_, false) => NO_WRITES,
@@ -230,10 +236,18 @@ mod tests {
             let (dec, _) = run(&at(Some(5), Some(end_ms)), &spec(5, 1), now);
             assert!(!dec.allowed);
             let later = now + dec.retry_after_ms as u64 * 1000;
-            assert!(run(&at(Some(5), Some(end_ms)), &spec(5, 1), later).0.allowed);
+            assert!(
+                run(&at(Some(5), Some(end_ms)), &spec(5, 1), later)
+                    .0
+                    .allowed
+            );
             let earlier = later - 1000;
             if earlier > now {
-                assert!(!run(&at(Some(5), Some(end_ms)), &spec(5, 1), earlier).0.allowed);
+                assert!(
+                    !run(&at(Some(5), Some(end_ms)), &spec(5, 1), earlier)
+                        .0
+                        .allowed
+                );
             }
         }
     }
@@ -298,9 +312,15 @@ mod tests {
         for cost in [1, 3, 8, 9] {
             let stored = at(Some(3), Some(end_ms));
             assert_eq!(Counter.own_reset_ms(&stored, &spec(8, cost), now), 7_500);
-            assert_eq!(Counter.own_reset_ms(&at(None, None), &spec(8, cost), now), 0);
+            assert_eq!(
+                Counter.own_reset_ms(&at(None, None), &spec(8, cost), now),
+                0
+            );
             let ended = at(Some(3), Some(end_ms));
-            assert_eq!(Counter.own_reset_ms(&ended, &spec(8, cost), end_ms * 1000), 0);
+            assert_eq!(
+                Counter.own_reset_ms(&ended, &spec(8, cost), end_ms * 1000),
+                0
+            );
         }
     }
 
@@ -314,7 +334,10 @@ mod tests {
         assert!(dec.allowed);
         let huge = Spec {
             cost: 1,
-            ..Spec::new(crate::limit::MAX_AMOUNT, W::from_ms(crate::limit::MAX_WINDOW_MS).unwrap())
+            ..Spec::new(
+                crate::limit::MAX_AMOUNT,
+                W::from_ms(crate::limit::MAX_WINDOW_MS).unwrap(),
+            )
         };
         let (dec, _) = run(&at(None, None), &huge, crate::limit::MAX_NOW_US);
         assert_eq!(dec.reset_after_ms, crate::limit::MAX_WINDOW_MS);
