@@ -825,12 +825,32 @@ fn counter_matches_the_module() {
             6..=8 => args.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]),
             _ => args.extend(["COST".into(), (limit + 1).to_string()]),
         }
-        args.extend(["NOW".into(), now.to_string()]);
-        mode(&mut rng, &mut args);
-        let call = Call {
-            command: "counter",
-            args,
-            keys: vec![0],
+        let call = if rng.gen_bool(0.25) {
+            // RL.ALL with the COUNTER limit first, and a FIXED one on its own key.
+            let mut all = vec!["2".to_string(), "COUNTER".into()];
+            all.extend(args);
+            all.extend([
+                "FIXED".into(),
+                format!("{{u{n}}}:Xf"),
+                "4".into(),
+                "100".into(),
+            ]);
+            all.extend(["NOW".into(), now.to_string()]);
+            mode(&mut rng, &mut all);
+            let fixed_key = all.iter().position(|a| a.ends_with(":Xf")).unwrap();
+            Call {
+                command: "all",
+                args: all,
+                keys: vec![2, fixed_key],
+            }
+        } else {
+            args.extend(["NOW".into(), now.to_string()]);
+            mode(&mut rng, &mut args);
+            Call {
+                command: "counter",
+                args,
+                keys: vec![0],
+            }
         };
         let before: Option<u64> = redis::cmd("GET").arg(key('m')).query(&mut c).unwrap();
         let replies = pipeline(
@@ -870,7 +890,12 @@ fn counter_matches_the_module() {
                 .query(&mut c)
                 .unwrap();
         }
+        if i % 50 == 0 {
+            // The FIXED limits' counters too.
+            assert_same_state(&mut c, 'm', 's', &format!("after call {i}"));
+        }
     }
+    assert_same_state(&mut c, 'm', 's', "at the end");
     eprintln!("counter: {admitted} admitted, {denied} denied, {renewed} windows renewed, {untimed} untimed");
     assert!(admitted > 300 && denied > 300 && renewed > 50 && untimed > 20);
 }
@@ -1435,7 +1460,7 @@ fn cluster_needs_a_hash_tag_on_both() {
         panic!("no node owns {:?}", call.args);
     };
     for (key, tagged) in [("plain:X", false), ("{tag}:X", true)] {
-        for command in ["fixed", "slidecount", "gcra"] {
+        for command in ["fixed", "slidecount", "gcra", "counter"] {
             let call = Call {
                 command,
                 args: [key, "5", "60", "NOW", "1764480000000000"]
@@ -1446,7 +1471,9 @@ fn cluster_needs_a_hash_tag_on_both() {
             let m = on_owner(&call, Impl::Module, 'm');
             let s = on_owner(&call, Impl::Script, 's');
             let needs = m.contains("needs a {hash tag}");
-            assert_eq!(needs, !tagged && command != "gcra", "{command} {key}: {m}");
+            // GCRA and COUNTER keep their state at the key itself.
+            let derived = command != "gcra" && command != "counter";
+            assert_eq!(needs, !tagged && derived, "{command} {key}: {m}");
             // The untagged twins hash apart, so compare with the key names masked.
             let mask = |r: &str| {
                 r.replace("plain:m", "plain:X")
