@@ -13,7 +13,7 @@ use crate::limit::Spec;
 
 /// The window the stored counter stands for at `now` (µs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Window {
+pub enum Period {
     /// No counter: an admitted call creates it, with the window's TTL.
     None,
     /// A counter whose expiry instant is at or before now: its window ended, although
@@ -28,32 +28,32 @@ pub enum Window {
 }
 
 /// Reads what the engine loaded for the base key.
-pub fn window(stored: &Stored, now: u64) -> Window {
+pub fn period(stored: &Stored, now: u64) -> Period {
     let Stored::Expiring { value, expires_ms } = *stored else {
-        return Window::None;
+        return Period::None;
     };
     match (value, expires_ms) {
-        (None, _) => Window::None,
-        (Some(count), None) => Window::Untimed { count },
+        (None, _) => Period::None,
+        (Some(count), None) => Period::Untimed { count },
         (Some(count), Some(ms)) => {
             let end = ms.saturating_mul(1000);
             if end <= now {
-                Window::Ended
+                Period::Ended
             } else {
-                Window::Live { count, end }
+                Period::Live { count, end }
             }
         }
     }
 }
 
 /// The decision on `w`, and the writes of a spending call.
-pub fn decide(w: Window, spec: &Spec, now: u64) -> Verdict {
+pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
     let window_us = u128::from(spec.window.us());
     let (count, until_end) = match w {
-        Window::None | Window::Ended => (0, window_us),
-        Window::Live { count, end } => (count, u128::from(end) - u128::from(now)),
+        Period::None | Period::Ended => (0, window_us),
+        Period::Live { count, end } => (count, u128::from(end) - u128::from(now)),
         // Its TTL starts with the next write: a full window from now.
-        Window::Untimed { count } => (count, window_us),
+        Period::Untimed { count } => (count, window_us),
     };
     let (limit, cost) = (spec.limit, spec.cost);
     let used = u128::from(count);
@@ -87,8 +87,8 @@ pub fn decide(w: Window, spec: &Spec, now: u64) -> Verdict {
     };
     let writes: Writes = match (w, allowed) {
         // INCRBY, with PEXPIREAT now + window when it creates the key.
-        (Window::None | Window::Live { .. }, true) => [Some(incr), None, None],
-        (Window::Ended, true) => [
+        (Period::None | Period::Live { .. }, true) => [Some(incr), None, None],
+        (Period::Ended, true) => [
             Some(Write::SetExpiring {
                 key: 0,
                 value: cost,
@@ -99,11 +99,11 @@ pub fn decide(w: Window, spec: &Spec, now: u64) -> Verdict {
         ],
         // The TTL first: the INCRBY keeps it (and, done by Redis itself with integer
         // values, it closes the key the module had open).
-        (Window::Untimed { .. }, true) => {
+        (Period::Untimed { .. }, true) => {
             [Some(Write::Expire { key: 0, ttl_ms }), Some(incr), None]
         }
         // A denial spends nothing; but a counter without a TTL would deny forever.
-        (Window::Untimed { .. }, false) => [Some(Write::Expire { key: 0, ttl_ms }), None, None],
+        (Period::Untimed { .. }, false) => [Some(Write::Expire { key: 0, ttl_ms }), None, None],
         (_, false) => NO_WRITES,
     };
     Verdict {
@@ -132,16 +132,16 @@ impl Algorithm for Counter {
     }
 
     fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
-        let w = stored.first().map_or(Window::None, |s| window(s, now));
+        let w = stored.first().map_or(Period::None, |s| period(s, now));
         decide(w, spec, now)
     }
 
     /// DECRBY of a counter inside its window (its TTL stays), never below 0; an ended
     /// window has nothing left to give back.
     fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
-        let count = match stored.first().map_or(Window::None, |s| window(s, now)) {
-            Window::Live { count, .. } | Window::Untimed { count } => count,
-            Window::None | Window::Ended => 0,
+        let count = match stored.first().map_or(Period::None, |s| period(s, now)) {
+            Period::Live { count, .. } | Period::Untimed { count } => count,
+            Period::None | Period::Ended => 0,
         };
         Ok(match count.min(spec.cost) {
             0 => NO_WRITES,
