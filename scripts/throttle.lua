@@ -372,6 +372,30 @@ local function read_counter(name)
   return fromdigits(digits)
 end
 
+-- A key's expiry instant in unix ms (nil without a TTL), for COUNTER: PEXPIRETIME
+-- where the server has it (7.0+), else the server's TIME plus PTTL.
+local function read_expiry(name)
+  local at = redis.pcall('PEXPIRETIME', name)
+  if type(at) == 'number' then
+    if at < 0 then return nil end
+    return at
+  end
+  local pttl = redis.call('PTTL', name)
+  if pttl < 0 then return nil end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + pttl
+end
+
+-- Reads key `i` of `l` into `st`: its counter, and for an expiring one its expiry.
+local function read_counter_of(l, st, i)
+  local u = l.uses[i]
+  st[i] = read_counter(u.name)
+  if u.expiring then
+    st.expires = st.expires or {}
+    st.expires[i] = st[i] ~= nil and read_expiry(u.name) or nil
+  end
+end
+
 -- A score as a whole microsecond, rounded up (scores written by others may be fractional).
 local function stamp(s) return math.ceil(tonumber(s)) end
 
@@ -475,6 +499,57 @@ function A.FIXED.decide(st, spec, now)
   return d, counter_writes(d, spec)
 end
 A.FIXED.refund = counter_refund
+
+
+-- COUNTER (src/algo/counter.rs): one counter at the key itself, whose TTL is the window,
+-- set when it is created: the window ends when the key expires. `st.expires[1]` is the
+-- key's expiry instant (unix ms), nil without a TTL (see read_expiry).
+A.COUNTER = {}
+function A.COUNTER.keys(spec, base)
+  return { { name = base, kind = 'int', written = true, expiring = true } }
+end
+-- 'none' (no counter), 'ended' (its expiry instant is at or before now), 'live' (with
+-- its end in µs), 'untimed' (no TTL: another writer's INCR).
+local function counter_window(st, now)
+  local count = st[1]
+  if count == nil then return 'none', 0 end
+  local ms = st.expires and st.expires[1]
+  if ms == nil then return 'untimed', count end
+  local ends = ms * 1000
+  if ends <= now then return 'ended', 0 end
+  return 'live', count, ends
+end
+function A.COUNTER.decide(st, spec, now)
+  local state, count, ends = counter_window(st, now)
+  local until_end = spec.w
+  if state == 'live' then until_end = ends - now end
+  local limit, cost = spec.limit, spec.cost
+  local allowed = cmp(add(count, cost), limit) <= 0
+  local used_after = allowed and add(count, cost) or count
+  local retry
+  if allowed then retry = 0 elseif cost > limit then retry = -1 else retry = retry_ms(until_end) end
+  local d = decision(allowed, remaining(limit, used_after), retry,
+    cmp(used_after, 0) == 0 and 0 or ceil_ms(until_end))
+  local incr = { op = 'incrby', key = 1, by = cost, ttl = spec.ms }
+  local expire = { op = 'expire', key = 1, ttl = spec.ms }
+  local w = {}
+  if allowed then
+    if state == 'ended' then w = { { op = 'set', key = 1, value = cost, ttl = spec.ms } }
+    elseif state == 'untimed' then w = { expire, incr }
+    else w = { incr } end
+  elseif state == 'untimed' then
+    -- A denial spends nothing, but a counter without a TTL would deny forever.
+    w = { expire }
+  end
+  return d, w
+end
+function A.COUNTER.refund(st, spec, now)
+  local state, count = counter_window(st, now)
+  if state == 'none' or state == 'ended' then return {} end
+  local by = min(count, spec.cost)
+  if by == 0 then return {} end
+  return { { op = 'decrby', key = 1, by = by } }
+end
 
 -- SLIDECOUNT: `<key>:<i>` (written) and `<key>:<i-1>` (read), i = floor(now / window).
 A.SLIDECOUNT = {}
@@ -1003,7 +1078,7 @@ local function parse_throttle(command, args, from)
   return spec, now, quantity == 0 and 'PEEK' or 'SPEND'
 end
 
-local ALL_NAMES = { FIXED = 1, SLIDECOUNT = 1, SLIDELOG = 1, GCRA = 1, CONCURRENCY = 1 }
+local ALL_NAMES = { FIXED = 1, SLIDECOUNT = 1, SLIDELOG = 1, GCRA = 1, CONCURRENCY = 1, COUNTER = 1 }
 
 local function parse_all(args)
   local count = parse_u64(args[1])
@@ -1138,7 +1213,7 @@ local function load(l, now, mode)
   local st = {}
   for i, u in ipairs(l.uses) do
     if u.kind == 'int' then
-      st[i] = read_counter(u.name)
+      read_counter_of(l, st, i)
       -- A value beyond the layout's range is another layout's (a TAT in another unit).
       local layout = l.algo.layout or WINDOW_COUNTER
       if st[i] and not within(str(st[i]), layout[1]) then
@@ -1151,7 +1226,7 @@ end
 
 local function reload(l)
   for i, u in ipairs(l.uses) do
-    if u.kind == 'int' then l.st[i] = read_counter(u.name)
+    if u.kind == 'int' then read_counter_of(l, l.st, i)
     else l.st[i] = read_log(u.name, u.cutoff, l.member) end
   end
 end
@@ -1368,7 +1443,7 @@ end
 
 local COMMAND = {
   fixed = 'FIXED', slidecount = 'SLIDECOUNT', slidelog = 'SLIDELOG', gcra = 'GCRA',
-  concurrency = 'CONCURRENCY', throttle = 'THROTTLE',
+  concurrency = 'CONCURRENCY', throttle = 'THROTTLE', counter = 'COUNTER',
 }
 
 -- KEYS are the command's keys, or none at all (a standalone caller may leave them out;

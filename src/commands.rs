@@ -5,8 +5,8 @@
 use std::ffi::CStr;
 
 use crate::algo::{
-    concurrency::Concurrency, fixed::Fixed, gcra::Gcra, slidecount::SlideCount, slidelog::SlideLog,
-    throttle::Throttle, Algorithm,
+    concurrency::Concurrency, counter::Counter, fixed::Fixed, gcra::Gcra, slidecount::SlideCount,
+    slidelog::SlideLog, throttle::Throttle, Algorithm,
 };
 use crate::command::{Arg, ArgType, Command, Docs, Keys, State};
 use crate::server::stats::Stats;
@@ -161,7 +161,7 @@ const fn optional(argument: &'static str, command: Command) -> Command {
     }
 }
 
-pub static COMMANDS: [Command; 11] = [
+pub static COMMANDS: [Command; 12] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -183,6 +183,14 @@ pub static COMMANDS: [Command; 11] = [
         c"write fast",
         &Fixed,
         c"Fixed-window limiter: one counter per clock-aligned window",
+        c"O(1)",
+        LIMITER_ARGS,
+    ),
+    limiter(
+        "rl.counter",
+        c"write fast",
+        &Counter,
+        c"Counter limiter: one counter at the key, whose TTL is the window, started by the first hit",
         c"O(1)",
         LIMITER_ARGS,
     ),
@@ -243,6 +251,7 @@ pub static COMMANDS: [Command; 11] = [
                                 token(c"slidelog", c"SLIDELOG"),
                                 token(c"slidecount", c"SLIDECOUNT"),
                                 token(c"fixed", c"FIXED"),
+                                token(c"counter", c"COUNTER"),
                                 token(c"gcra", c"GCRA"),
                                 token(c"concurrency", c"CONCURRENCY"),
                             ],

@@ -359,6 +359,17 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                     crate::algo::KeyKind::Integer => {
                         Stored::Integer(rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1))
                     }
+                    crate::algo::KeyKind::ExpiringInteger => Stored::Expiring {
+                        value: rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1),
+                        // Ended, live (around now) or extreme expiries, or none.
+                        expires_ms: match rng.gen_range(0..4) {
+                            0 => None,
+                            1 => Some(extreme(&mut rng)),
+                            _ => Some(
+                                (now / 1000).saturating_add_signed(rng.gen_range(-20_000..20_000)),
+                            ),
+                        },
+                    },
                     crate::algo::KeyKind::Log { .. } => Stored::Log(&log),
                 })
                 .collect();

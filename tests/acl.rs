@@ -336,6 +336,7 @@ fn readme_acl_line_grants_the_commands() {
         format!("RL.SLIDELOG rl:log:1 5 10 NOW {NOW}"),
         format!("RL.SLIDECOUNT rl:cnt:1 5 10 NOW {NOW}"),
         format!("RL.FIXED rl:fixed:1 5 10 NOW {NOW}"),
+        format!("RL.COUNTER rl:counter:1 5 10 NOW {NOW}"),
         format!("RL.GCRA rl:gcra:1 5 10 NOW {NOW}"),
         format!("RL.CONCURRENCY rl:lease:1 5 10 ACQUIRE id-1 NOW {NOW}"),
     ] {

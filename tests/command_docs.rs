@@ -123,6 +123,7 @@ fn command_docs_describe_every_rl_command() {
         [
             "rl.all",
             "rl.concurrency",
+            "rl.counter",
             "rl.fixed",
             "rl.gcra",
             "rl.pseudonym",
@@ -206,7 +207,7 @@ fn command_docs_describe_every_rl_command() {
             .map(|t| ("pure-token".to_string(), Some(t.to_string())))
     );
     // The other window limiters take the same arguments.
-    for name in ["rl.slidelog", "rl.slidecount"] {
+    for name in ["rl.slidelog", "rl.slidecount", "rl.counter"] {
         assert_eq!(args(&docs(c, name)["arguments"]), fixed, "{name}");
     }
 
@@ -252,7 +253,14 @@ fn command_docs_describe_every_rl_command() {
         .collect();
     assert_eq!(
         algos,
-        ["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA", "CONCURRENCY"]
+        [
+            "SLIDELOG",
+            "SLIDECOUNT",
+            "FIXED",
+            "COUNTER",
+            "GCRA",
+            "CONCURRENCY"
+        ]
     );
     let tail: Vec<_> = all[2..].iter().map(shape).collect();
     assert_eq!(
@@ -342,6 +350,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
     let flags = |e: &Vec<Value>| -> Vec<String> { items(&e[2]).iter().map(text).collect() };
     for (name, arity, flag, keys) in [
         ("rl.fixed", -4, "write", true),
+        ("rl.counter", -4, "write", true),
         ("rl.slidecount", -4, "write", true),
         ("rl.slidelog", -4, "write", true),
         ("rl.gcra", -4, "write", true),
@@ -463,7 +472,7 @@ fn redis_cli_shows_argument_hints_from_the_docs() {
     wait_for("RL.GCRA key limit window [BURST burst] [COST cost] [BLOCK duration");
     stdin.write_all(b"\x15RL.ALL ").unwrap();
     stdin.flush().unwrap();
-    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");
+    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|COUNTER|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");
     stdin.write_all(b"\x15RL.CONCURRENCY ").unwrap();
     stdin.flush().unwrap();
     wait_for("RL.CONCURRENCY key limit ttl ACQUIRE acquire|RELEASE release|HEARTBEAT heartbeat|PEEK|RESET [NOW now]");
@@ -520,6 +529,7 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
     let names = rl_commands(admin);
     let calls = [
         format!("RL.FIXED {{u}}:f 5 10 NOW {T0}"),
+        format!("RL.COUNTER {{u}}:n 5 10 NOW {T0}"),
         format!("RL.SLIDECOUNT {{u}}:c 5 10 NOW {T0}"),
         format!("RL.SLIDELOG {{u}}:l 5 10 NOW {T0}"),
         format!("RL.GCRA {{u}}:g 5 10 NOW {T0}"),

@@ -9,10 +9,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-const COMMANDS: [&str; 8] = [
+const COMMANDS: [&str; 9] = [
     "slidelog",
     "slidecount",
     "fixed",
+    "counter",
     "gcra",
     "concurrency",
     "throttle",
@@ -126,7 +127,7 @@ fn counters_move_exactly_as_calls_are_made() {
     let mut c = s.conn();
 
     // The build id of these sources (unless RL_MODULE names another module), then
-    // all twenty counters, in order, all zero on a fresh server.
+    // every counter, in order, all zero on a fresh server.
     if std::env::var_os("RL_MODULE").is_none() {
         assert_eq!(build_id(&mut c), Some(current_build_id()));
     }
@@ -160,11 +161,12 @@ fn counters_move_exactly_as_calls_are_made() {
             .unwrap();
     }
 
-    // The four limiters: allowed, denied, several kinds of error.
+    // The five limiters: allowed, denied, several kinds of error.
     for (cmd, wrong_key) in [
         ("slidelog", "a-string"),
         ("slidecount", "wt"),
         ("fixed", "wt"),
+        ("counter", "a-zset"),
         ("gcra", "a-zset"),
     ] {
         let name = cmd.to_ascii_uppercase();
@@ -251,7 +253,7 @@ fn counters_move_exactly_as_calls_are_made() {
     // The totals: 2 + 3 admitted; 3 + 1 (PEEK) + 7 denied; 4 errors (and the two
     // calls Redis refused for their arity, which never reached the module).
     let all = counters(&mut c);
-    for cmd in &COMMANDS[..4] {
+    for cmd in &COMMANDS[..5] {
         let f = |n: &str| all[&format!("rl_{cmd}_{n}")];
         assert_eq!(
             (f("calls"), f("allowed"), f("denied"), f("errors")),

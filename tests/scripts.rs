@@ -28,8 +28,9 @@ use std::collections::BTreeMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const COMMANDS: [&str; 7] = [
+const COMMANDS: [&str; 8] = [
     "fixed",
+    "counter",
     "slidecount",
     "slidelog",
     "gcra",
@@ -972,6 +973,130 @@ differential_tests! {
     all_matches_the_module, all_mixed_fleet: "all";
 }
 
+/// RL.COUNTER's window ends at its key's expiry instant, which the call sets from the
+/// server's clock: twins created a millisecond apart would answer a millisecond apart
+/// ever after. So its differential run steps NOW from the module's key expiry (inside
+/// the window, 1 µs before its end, at it, after it), compares both twins' values and
+/// expiry instants after every call (within TOL_MS), then gives the script's twin the
+/// module's instant. Costs above the limit, PEEK, REFUND, RESET, and counters left
+/// without a TTL by a foreign INCR are in the mix.
+#[test]
+fn counter_matches_the_module() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let mut rng = StdRng::seed_from_u64(seed("counter"));
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+    let mut now = s * 1_000_000 + us;
+    let windows = ["100s", "150000ms", "120"];
+    let (mut admitted, mut denied, mut renewed, mut untimed) = (0, 0, 0, 0);
+    for i in 0..3_000 {
+        let n = rng.gen_range(0..4);
+        let key = |l: char| format!("{{u{n}}}:{l}");
+        if rng.gen_bool(0.02) {
+            // Another writer's INCR: a counter without a TTL on both twins.
+            let v = rng.gen_range(0..5u64);
+            for l in ['m', 's'] {
+                let _: () = redis::cmd("SET").arg(key(l)).arg(v).query(&mut c).unwrap();
+            }
+            untimed += 1;
+        }
+        let end: i64 = redis::cmd("PEXPIRETIME")
+            .arg(key('m'))
+            .query(&mut c)
+            .unwrap();
+        let at_end = end > 0 && rng.gen_bool(0.3);
+        if at_end {
+            now = end as u64 * 1000 + rng.gen_range(0..=2) - 1;
+        } else {
+            now += rng.gen_range(0..=3_000_000);
+        }
+        let limit = rng.gen_range(1..=6u64);
+        let mut args = vec![
+            "{uN}:X".replace('N', &n.to_string()),
+            limit.to_string(),
+            windows[n % 3].to_string(),
+        ];
+        match rng.gen_range(0..10) {
+            0..=5 => {}
+            6..=8 => args.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]),
+            _ => args.extend(["COST".into(), (limit + 1).to_string()]),
+        }
+        let call = if rng.gen_bool(0.25) {
+            // RL.ALL with the COUNTER limit first, and a FIXED one on its own key.
+            let mut all = vec!["2".to_string(), "COUNTER".into()];
+            all.extend(args);
+            all.extend([
+                "FIXED".into(),
+                format!("{{u{n}}}:Xf"),
+                "4".into(),
+                "100".into(),
+            ]);
+            all.extend(["NOW".into(), now.to_string()]);
+            mode(&mut rng, &mut all);
+            let fixed_key = all.iter().position(|a| a.ends_with(":Xf")).unwrap();
+            Call {
+                command: "all",
+                args: all,
+                keys: vec![2, fixed_key],
+            }
+        } else {
+            args.extend(["NOW".into(), now.to_string()]);
+            mode(&mut rng, &mut args);
+            Call {
+                command: "counter",
+                args,
+                keys: vec![0],
+            }
+        };
+        let before: Option<u64> = redis::cmd("GET").arg(key('m')).query(&mut c).unwrap();
+        let replies = pipeline(
+            &mut c,
+            &[
+                cmd_for(&shas, &call, Impl::Module, 'm'),
+                cmd_for(&shas, &call, Impl::Script, 's'),
+            ],
+        );
+        assert_eq!(replies[0], replies[1], "call {i}: {:?}", call.args);
+        if replies[0].starts_with("array([int(1)") {
+            admitted += 1;
+        } else {
+            denied += 1;
+        }
+        let read = |c: &mut Connection, l: char| -> (Option<u64>, i64) {
+            let v: Option<u64> = redis::cmd("GET").arg(key(l)).query(c).unwrap();
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(key(l)).query(c).unwrap();
+            (v, at)
+        };
+        let (m, s) = (read(&mut c, 'm'), read(&mut c, 's'));
+        assert_eq!(m.0, s.0, "call {i}: {:?}", call.args);
+        assert!(
+            (m.1 - s.1).abs() <= TOL_MS && (m.1 < 0) == (s.1 < 0),
+            "call {i}: expiry {} vs {}: {:?}",
+            m.1,
+            s.1,
+            call.args
+        );
+        if at_end && before.is_some() && m.1 != end {
+            renewed += 1;
+        }
+        if m.1 > 0 && m.1 != s.1 {
+            let _: () = redis::cmd("PEXPIREAT")
+                .arg(key('s'))
+                .arg(m.1)
+                .query(&mut c)
+                .unwrap();
+        }
+        if i % 50 == 0 {
+            // The FIXED limits' counters too.
+            assert_same_state(&mut c, 'm', 's', &format!("after call {i}"));
+        }
+    }
+    assert_same_state(&mut c, 'm', 's', "at the end");
+    eprintln!("counter: {admitted} admitted, {denied} denied, {renewed} windows renewed, {untimed} untimed");
+    assert!(admitted > 300 && denied > 300 && renewed > 50 && untimed > 20);
+}
+
 /// Keys that hold what no limiter wrote: another type, a string that is not a
 /// non-negative integer, an integer near i64's top. Each command on each gets the
 /// module's reply or error text, and changes nothing the module would not.
@@ -1573,6 +1698,8 @@ fn cluster_needs_a_hash_tag_on_both() {
             ("slidecount", false),
             ("gcra", false),
             ("gcra", true),
+            ("counter", false),
+            ("counter", true),
             ("slidelog", true),
         ] {
             let mut args: Vec<String> = [key, "5", "60", "NOW", "1764480000000000"]
@@ -1589,7 +1716,8 @@ fn cluster_needs_a_hash_tag_on_both() {
             let m = on_owner(&call, Impl::Module, 'm');
             let s = on_owner(&call, Impl::Script, 's');
             let needs = m.contains("needs a {hash tag}");
-            let derived = command != "gcra" || block;
+            // GCRA and COUNTER keep their state at the key itself.
+            let derived = (command != "gcra" && command != "counter") || block;
             assert_eq!(needs, !tagged && derived, "{command} {key}: {m}");
             // The untagged twins hash apart, so compare with the key names masked.
             let mask = |r: &str| {

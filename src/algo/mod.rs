@@ -6,6 +6,7 @@
 
 pub mod block;
 pub mod concurrency;
+pub mod counter;
 pub mod fixed;
 pub mod gcra;
 pub mod slidecount;
@@ -78,6 +79,9 @@ pub enum KeyName {
 pub enum KeyKind {
     /// A string holding a non-negative integer, as INCRBY keeps one.
     Integer,
+    /// An integer whose expiry instant is part of the state (a window that ends when
+    /// the key expires): read as `Stored::Expiring`.
+    ExpiringInteger,
     /// A sorted set of timestamps; members scored at or below `expired_up_to` are
     /// out of it (the log's window start, or the leases' now).
     Log { expired_up_to: u64 },

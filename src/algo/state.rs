@@ -7,6 +7,12 @@ use crate::layout::decimal;
 #[derive(Clone, Copy)]
 pub enum Stored<'a> {
     Integer(Option<u64>),
+    /// An integer and the key's expiry instant (unix ms on the server clock), `None`
+    /// for a key without a TTL.
+    Expiring {
+        value: Option<u64>,
+        expires_ms: Option<u64>,
+    },
     Log(&'a dyn Log),
 }
 
@@ -14,6 +20,7 @@ impl Stored<'_> {
     pub fn integer(&self) -> Option<u64> {
         match self {
             Stored::Integer(n) => *n,
+            Stored::Expiring { value, .. } => *value,
             Stored::Log(_) => None,
         }
     }

@@ -103,9 +103,13 @@ impl Loaded<'_> {
     fn stored<'a>(&'a self, buf: &'a mut [Stored<'a>; 2]) -> &'a [Stored<'a>] {
         let mut n = 0;
         for (out, slot) in buf.iter_mut().zip(self.slots.iter().flatten()) {
-            *out = match slot.log {
-                Some(_) => Stored::Log(slot),
-                None => Stored::Integer(slot.value),
+            *out = match (slot.log.as_ref(), slot.key_use.kind) {
+                (Some(_), _) => Stored::Log(slot),
+                (None, KeyKind::ExpiringInteger) => Stored::Expiring {
+                    value: slot.value,
+                    expires_ms: slot.expires_ms,
+                },
+                (None, _) => Stored::Integer(slot.value),
             };
             n += 1;
         }
@@ -251,14 +255,18 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
             KeyName::Block => return Err(Error::Internal("an algorithm named the block key")),
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
+        let mut expires_ms = None;
         let (value, log) = match key_use.kind {
-            KeyKind::Integer => {
+            KeyKind::Integer | KeyKind::ExpiringInteger => {
                 let value = key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?;
                 // A value beyond the layout's range is another layout's (a TAT in
                 // another unit): deciding on it would answer nonsense.
                 let (largest, holds) = a.integer_layout();
                 if value.is_some_and(|v| v > largest) {
                     return Err(Error::OutOfLayout(lossy(name.ptr()), holds));
+                }
+                if key_use.kind == KeyKind::ExpiringInteger && value.is_some() {
+                    expires_ms = key.expires_at_ms();
                 }
                 (value, None)
             }
@@ -273,7 +281,9 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
                 )?),
             ),
         };
-        *slot = Some(Slot::new(name, key, key_use, value, log));
+        let mut opened = Slot::new(name, key, key_use, value, log);
+        opened.expires_ms = expires_ms;
+        *slot = Some(opened);
     }
     check_migration(call, loaded)
 }

@@ -267,6 +267,16 @@ impl Key {
         }
     }
 
+    /// The key's absolute expiry instant (unix ms), `None` without a TTL or key.
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        if self.ptr.is_null() {
+            return None;
+        }
+        // SAFETY: a key opened by OpenKey; GetAbsExpire only reads it.
+        let at = unsafe { raw::RedisModule_GetAbsExpire.map_or(-1, |f| f(self.ptr)) };
+        u64::try_from(at).ok()
+    }
+
     pub fn value_length(&self) -> u64 {
         if self.ptr.is_null() {
             return 0;

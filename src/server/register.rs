@@ -50,6 +50,7 @@ required![
     RedisModule_FreeCallReply,
     RedisModule_FreeModuleUser,
     RedisModule_FreeString,
+    RedisModule_GetAbsExpire,
     RedisModule_GetCommand,
     RedisModule_GetContextFlags,
     RedisModule_GetCurrentUserName,

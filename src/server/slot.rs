@@ -40,6 +40,9 @@ pub struct Slot {
     pub key_use: KeyUse,
     /// The integer a string key holds (`Integer` keys).
     pub value: Option<u64>,
+    /// The key's expiry instant (unix ms), kept for `ExpiringInteger` keys only: read
+    /// at load, and updated by every write here that changes it.
+    pub expires_ms: Option<u64>,
     /// The entries a sorted set holds (`Log` keys).
     pub log: Option<LogState>,
     /// WATCH and client-side caching were told this key changed.
@@ -59,6 +62,7 @@ impl Slot {
             key,
             key_use,
             value,
+            expires_ms: None,
             log,
             signalled: false,
         }
@@ -136,7 +140,9 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
                 slot.written_by_redis(value);
                 run_replicated(ctx, c"INCRBY", name, to_i64(by))?;
                 if created {
-                    run_replicated(ctx, c"PEXPIREAT", name, expiry(call, ttl_ms))?;
+                    let at = expiry(call, ttl_ms);
+                    run_replicated(ctx, c"PEXPIREAT", name, at)?;
+                    slot.expires_ms = u64::try_from(at).ok();
                 }
                 return Ok(());
             }
@@ -147,6 +153,7 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             if created {
                 let at = expiry(call, ttl_ms);
                 slot.key.expire_at(at)?;
+                slot.expires_ms = u64::try_from(at).ok();
                 replicate_int(ctx, c"PEXPIREAT", name, at)?;
                 slot.announce(ctx, Event::Generic, c"expire");
             }
@@ -160,6 +167,7 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
         }
         Write::SetExpiring { value, ttl_ms, .. } => {
             let at = expiry(call, ttl_ms);
+            slot.expires_ms = u64::try_from(at).ok();
             // A TTL under 1 ms (RL.THROTTLE truncates, as redis-cell does) gives an
             // instant that is already now: some servers' SET … PXAT (Valkey 8) delete
             // such a key at once, where it must live out its millisecond as redis-cell's
@@ -183,6 +191,7 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
                 // The script's PEXPIRE <window>, as the absolute instant replicas share.
                 let at = expiry(call, ttl_ms);
                 slot.key.expire_at(at)?;
+                slot.expires_ms = u64::try_from(at).ok();
                 replicate_int(ctx, c"PEXPIREAT", name, at)?;
                 slot.announce(ctx, Event::Generic, c"expire");
             }
@@ -194,6 +203,7 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
                 slot.announce(ctx, Event::Generic, c"del");
             }
             slot.value = None;
+            slot.expires_ms = None;
             if let Some(log) = &mut slot.log {
                 log.cleared();
             }

@@ -1,0 +1,345 @@
+//! Counter from the first hit: one counter at the base key whose TTL is the window,
+//! set when the counter is created, so the window ends when the key expires. It is
+//! the `INCR` + `PEXPIRE`-on-first-hit layout of rate-limit-redis, @fastify/rate-limit,
+//! rate-limiter-flexible, @nestjs/throttler and `limits`' fixed window.
+
+use super::state::Stored;
+use super::{
+    ceil_ms, remaining, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
+    Write, Writes, NO_WRITES,
+};
+use crate::error::Result;
+use crate::limit::Spec;
+
+/// The window the stored counter stands for at `now` (µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    /// No counter: an admitted call creates it, with the window's TTL.
+    None,
+    /// A counter whose expiry instant is at or before now: its window ended, although
+    /// the server (on its own clock) may not have removed it yet. An admitted call
+    /// replaces it with a new window.
+    Ended,
+    /// A counter inside its window, which ends at `end` (µs).
+    Live { count: u64, end: u64 },
+    /// A counter without a TTL (another writer's plain INCR): counted, and given the
+    /// window's TTL by the next call that writes.
+    Untimed { count: u64 },
+}
+
+/// Reads what the engine loaded for the base key.
+pub fn period(stored: &Stored, now: u64) -> Period {
+    let Stored::Expiring { value, expires_ms } = *stored else {
+        return Period::None;
+    };
+    match (value, expires_ms) {
+        (None, _) => Period::None,
+        (Some(count), None) => Period::Untimed { count },
+        (Some(count), Some(ms)) => {
+            let end = ms.saturating_mul(1000);
+            if end <= now {
+                Period::Ended
+            } else {
+                Period::Live { count, end }
+            }
+        }
+    }
+}
+
+/// The decision on `w`, and the writes of a spending call.
+pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
+    let window_us = u128::from(spec.window.us());
+    let (count, until_end) = match w {
+        Period::None | Period::Ended => (0, window_us),
+        Period::Live { count, end } => (count, u128::from(end) - u128::from(now)),
+        // Its TTL starts with the next write: a full window from now.
+        Period::Untimed { count } => (count, window_us),
+    };
+    let (limit, cost) = (spec.limit, spec.cost);
+    let used = u128::from(count);
+    let allowed = used + u128::from(cost) <= u128::from(limit);
+    let used_after = if allowed {
+        used + u128::from(cost)
+    } else {
+        used
+    };
+    let decision = Decision {
+        allowed,
+        remaining: remaining(limit, used_after),
+        retry_after_ms: if allowed {
+            0
+        } else if cost > limit {
+            -1
+        } else {
+            retry_ms(until_end)
+        },
+        reset_after_ms: if used_after == 0 {
+            0
+        } else {
+            ceil_ms(until_end)
+        },
+    };
+    let ttl_ms = spec.window.ms();
+    let incr = Write::IncrBy {
+        key: 0,
+        by: cost,
+        ttl_ms,
+    };
+    let writes: Writes = match (w, allowed) {
+        // INCRBY, with PEXPIREAT now + window when it creates the key.
+        (Period::None | Period::Live { .. }, true) => [Some(incr), None, None],
+        (Period::Ended, true) => [
+            Some(Write::SetExpiring {
+                key: 0,
+                value: cost,
+                ttl_ms,
+            }),
+            None,
+            None,
+        ],
+        // The TTL first: the INCRBY keeps it (and, done by Redis itself with integer
+        // values, it closes the key the module had open).
+        (Period::Untimed { .. }, true) => {
+            [Some(Write::Expire { key: 0, ttl_ms }), Some(incr), None]
+        }
+        // A denial spends nothing; but a counter without a TTL would deny forever.
+        (Period::Untimed { .. }, false) => [Some(Write::Expire { key: 0, ttl_ms }), None, None],
+        (_, false) => NO_WRITES,
+    };
+    Verdict {
+        decision,
+        writes: Ok(writes),
+    }
+}
+
+/// RL.COUNTER: the counter at `<key>` itself.
+pub struct Counter;
+
+impl Algorithm for Counter {
+    fn name(&self) -> &'static str {
+        "COUNTER"
+    }
+
+    fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
+        [
+            Some(KeyUse {
+                name: KeyName::Base,
+                kind: KeyKind::ExpiringInteger,
+                written: true,
+            }),
+            None,
+        ]
+    }
+
+    fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
+        let w = stored.first().map_or(Period::None, |s| period(s, now));
+        decide(w, spec, now)
+    }
+
+    /// DECRBY of a counter inside its window (its TTL stays), never below 0; an ended
+    /// window has nothing left to give back.
+    fn refund(&self, stored: &[Stored], spec: &Spec, now: u64) -> Result<Writes> {
+        let count = match stored.first().map_or(Period::None, |s| period(s, now)) {
+            Period::Live { count, .. } | Period::Untimed { count } => count,
+            Period::None | Period::Ended => 0,
+        };
+        Ok(match count.min(spec.cost) {
+            0 => NO_WRITES,
+            by => [Some(Write::DecrBy { key: 0, by }), None, None],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Window as W;
+
+    const T0: u64 = 1_764_480_000_123_456; // not aligned to anything: windows start at the first hit
+    const W_MS: u64 = 10_000;
+
+    fn spec(limit: u64, cost: u64) -> Spec {
+        Spec {
+            cost,
+            ..Spec::new(limit, W::TEN_SECONDS)
+        }
+    }
+
+    fn at(value: Option<u64>, expires_ms: Option<u64>) -> [Stored<'static>; 1] {
+        [Stored::Expiring { value, expires_ms }]
+    }
+
+    fn run(stored: &[Stored], s: &Spec, now: u64) -> (Decision, Writes) {
+        let v = Counter.decide(stored, s, now);
+        (v.decision, v.writes.unwrap_or(NO_WRITES))
+    }
+
+    fn d(allowed: bool, remaining: u64, retry: i64, reset: u64) -> Decision {
+        crate::algo::decision(allowed, remaining, retry, reset)
+    }
+
+    const INCR: Write = Write::IncrBy {
+        key: 0,
+        by: 1,
+        ttl_ms: W_MS,
+    };
+
+    #[test]
+    fn the_first_hit_creates_the_counter_with_the_windows_ttl() {
+        let (dec, w) = run(&at(None, None), &spec(3, 1), T0);
+        assert_eq!(dec, d(true, 2, 0, W_MS));
+        assert_eq!(w, [Some(INCR), None, None]);
+        // Another key kind (as the fuzzer may hand) reads as no counter.
+        let (dec, _) = run(&[Stored::Integer(Some(3))], &spec(3, 1), T0);
+        assert!(dec.allowed);
+    }
+
+    #[test]
+    fn counts_inside_the_window_up_to_the_limit() {
+        let end_ms = T0 / 1000 + W_MS;
+        let now = T0 + 4_000_000;
+        let (dec, w) = run(&at(Some(2), Some(end_ms)), &spec(3, 1), now);
+        // The window ends at the key's expiry, not a full window from now.
+        assert_eq!(dec, d(true, 0, 0, 6_000));
+        assert_eq!(w, [Some(INCR), None, None]);
+        let (dec, w) = run(&at(Some(3), Some(end_ms)), &spec(3, 1), now);
+        assert_eq!(dec, d(false, 0, 6_000, 6_000));
+        assert_eq!(w, NO_WRITES, "a denial spends nothing");
+    }
+
+    #[test]
+    fn the_window_ends_at_the_keys_expiry_instant() {
+        let end_ms = T0 / 1000 + W_MS;
+        let end = end_ms * 1000;
+        // 1 µs before the end: still the old window, a 1 ms wait (rounded up).
+        let (dec, _) = run(&at(Some(3), Some(end_ms)), &spec(3, 1), end - 1);
+        assert_eq!(dec, d(false, 0, 1, 1));
+        let (dec, _) = run(&at(Some(3), Some(end_ms)), &spec(3, 1), end - 1001);
+        assert_eq!(dec.retry_after_ms, 2);
+        // At the end: a new window, replacing the old counter (SET … PXAT).
+        for now in [end, end + 1, end + 7 * W_MS * 1000] {
+            let (dec, w) = run(&at(Some(3), Some(end_ms)), &spec(3, 2), now);
+            assert_eq!(dec, d(true, 1, 0, W_MS), "{now}");
+            let set = Write::SetExpiring {
+                key: 0,
+                value: 2,
+                ttl_ms: W_MS,
+            };
+            assert_eq!(w, [Some(set), None, None]);
+        }
+    }
+
+    #[test]
+    fn a_denied_caller_that_waits_the_retry_is_admitted() {
+        let end_ms = T0 / 1000 + W_MS;
+        for now in [T0, T0 + 1, T0 + 999, end_ms * 1000 - 1] {
+            let (dec, _) = run(&at(Some(5), Some(end_ms)), &spec(5, 1), now);
+            assert!(!dec.allowed);
+            let later = now + dec.retry_after_ms as u64 * 1000;
+            assert!(
+                run(&at(Some(5), Some(end_ms)), &spec(5, 1), later)
+                    .0
+                    .allowed
+            );
+            let earlier = later - 1000;
+            if earlier > now {
+                assert!(
+                    !run(&at(Some(5), Some(end_ms)), &spec(5, 1), earlier)
+                        .0
+                        .allowed
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cost() {
+        let end_ms = T0 / 1000 + W_MS;
+        let (dec, w) = run(&at(Some(5), Some(end_ms)), &spec(8, 4), T0);
+        assert_eq!(dec, d(false, 3, 10_000, 10_000));
+        assert_eq!(w, NO_WRITES);
+        let (dec, w) = run(&at(Some(5), Some(end_ms)), &spec(8, 3), T0);
+        assert_eq!(dec, d(true, 0, 0, 10_000));
+        assert_eq!(
+            w[0],
+            Some(Write::IncrBy {
+                key: 0,
+                by: 3,
+                ttl_ms: W_MS
+            })
+        );
+        // A cost above the limit never passes, and a fresh window is not started.
+        let (dec, w) = run(&at(None, None), &spec(8, 9), T0);
+        assert_eq!(dec, d(false, 8, -1, 0));
+        assert_eq!(w, NO_WRITES);
+        let (dec, w) = run(&at(Some(1), Some(end_ms)), &spec(8, 9), T0 + 20_000_000);
+        assert_eq!(dec, d(false, 8, -1, 0));
+        assert_eq!(w, NO_WRITES);
+    }
+
+    #[test]
+    fn a_counter_without_a_ttl_gets_the_windows_on_the_next_write() {
+        let expire = Write::Expire {
+            key: 0,
+            ttl_ms: W_MS,
+        };
+        let (dec, w) = run(&at(Some(1), None), &spec(3, 1), T0);
+        assert_eq!(dec, d(true, 1, 0, W_MS));
+        assert_eq!(w, [Some(expire), Some(INCR), None]);
+        // Denied, it still gets its TTL, or it would deny forever.
+        let (dec, w) = run(&at(Some(3), None), &spec(3, 1), T0);
+        assert_eq!(dec, d(false, 0, W_MS as i64, W_MS));
+        assert_eq!(w, [Some(expire), None, None]);
+    }
+
+    #[test]
+    fn refund_gives_back_inside_the_window_only() {
+        let end_ms = T0 / 1000 + W_MS;
+        let dec = |v, e, cost, now| Counter.refund(&at(v, e), &spec(8, cost), now).unwrap();
+        let back = |by| [Some(Write::DecrBy { key: 0, by }), None, None];
+        assert_eq!(dec(Some(5), Some(end_ms), 2, T0), back(2));
+        assert_eq!(dec(Some(1), Some(end_ms), 2, T0), back(1));
+        assert_eq!(dec(Some(1), None, 2, T0), back(1));
+        assert_eq!(dec(Some(0), Some(end_ms), 2, T0), NO_WRITES);
+        assert_eq!(dec(None, None, 2, T0), NO_WRITES);
+        assert_eq!(dec(Some(5), Some(end_ms), 2, end_ms * 1000), NO_WRITES);
+    }
+
+    #[test]
+    fn a_peek_reports_the_stored_window() {
+        let end_ms = T0 / 1000 + W_MS;
+        let now = T0 + 2_500_000;
+        for cost in [1, 3, 8, 9] {
+            let stored = at(Some(3), Some(end_ms));
+            assert_eq!(Counter.own_reset_ms(&stored, &spec(8, cost), now), 7_500);
+            assert_eq!(
+                Counter.own_reset_ms(&at(None, None), &spec(8, cost), now),
+                0
+            );
+            let ended = at(Some(3), Some(end_ms));
+            assert_eq!(
+                Counter.own_reset_ms(&ended, &spec(8, cost), end_ms * 1000),
+                0
+            );
+        }
+    }
+
+    #[test]
+    fn extreme_values_are_safe() {
+        let (dec, _) = run(&at(Some(u64::MAX), Some(u64::MAX)), &spec(8, 1), T0);
+        assert!(!dec.allowed);
+        assert_eq!(dec.remaining, 0);
+        assert!(dec.retry_after_ms > 0);
+        let (dec, _) = run(&at(Some(0), Some(0)), &spec(8, 1), 0);
+        assert!(dec.allowed);
+        let huge = Spec {
+            cost: 1,
+            ..Spec::new(
+                crate::limit::MAX_AMOUNT,
+                W::from_ms(crate::limit::MAX_WINDOW_MS).unwrap(),
+            )
+        };
+        let (dec, _) = run(&at(None, None), &huge, crate::limit::MAX_NOW_US);
+        assert_eq!(dec.reset_after_ms, crate::limit::MAX_WINDOW_MS);
+    }
+}
