@@ -1033,7 +1033,7 @@ fn counter_matches_the_module() {
                 "100".into(),
             ]);
             all.extend(["NOW".into(), now.to_string()]);
-            mode(&mut rng, &mut all);
+            all.extend(mode(&mut rng, false).into_iter().flatten());
             let fixed_key = all.iter().position(|a| a.ends_with(":Xf")).unwrap();
             Call {
                 command: "all",
@@ -1042,7 +1042,7 @@ fn counter_matches_the_module() {
             }
         } else {
             args.extend(["NOW".into(), now.to_string()]);
-            mode(&mut rng, &mut args);
+            args.extend(mode(&mut rng, false).into_iter().flatten());
             Call {
                 command: "counter",
                 args,
