@@ -1,6 +1,6 @@
 // Types for the framework adapters: redis-rl/express-rate-limit, redis-rl/nestjs,
 // redis-rl/fastify, redis-rl/rate-limiter-flexible (one file for the four entry points).
-import type { Decision, FailureInfo } from './index.js';
+import type { Backend, Decision, FailureInfo } from './index.js';
 
 export interface AdapterOptions {
   /** node-redis createClient()/createCluster(), or ioredis new Redis()/new Redis.Cluster(). */
@@ -18,6 +18,10 @@ export interface AdapterOptions {
   timeout?: number;
   /** Unix ms; when given, sent as NOW with every call. */
   clock?: () => number;
+  /** The module's commands or their scripts; default 'auto' (see LimiterOptions.backend). */
+  backend?: Backend;
+  /** The servers' RL_SECRET, for pseudonyms on the scripts backend (see LimiterOptions.secret). */
+  secret?: string | Uint8Array;
 }
 
 // redis-rl/express-rate-limit

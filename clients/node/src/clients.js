@@ -17,6 +17,26 @@ export function adapt(client) {
   throw new TypeError('redis-rl: expected a node-redis client or cluster (createClient, createCluster) or an ioredis Redis or Cluster');
 }
 
+/**
+ * Calls `listener` whenever the client (or any node of a cluster) has connected again:
+ * the server behind it may be another one now (a failover) or have loaded the module.
+ */
+export function onReconnect(client, listener) {
+  if (typeof client?.on !== 'function') return;
+  const isIoredis = typeof client.pipeline === 'function' && typeof client.call === 'function';
+  if (isIoredis && client.isCluster) {
+    // An ioredis cluster's nodes are Redis clients of their own, each reconnecting alone.
+    const watch = (node) => node.on('ready', listener);
+    client.nodes?.('all').forEach(watch);
+    client.on('+node', watch);
+    client.on('ready', listener);
+  } else if (!isIoredis && ('masters' in client || typeof client.getMasters === 'function')) {
+    client.on('node-ready', listener);
+  } else {
+    client.on('ready', listener);
+  }
+}
+
 function nodeRedis(client) {
   const isCluster = 'masters' in client || typeof client.getMasters === 'function';
   // A cluster routes by the firstKey argument only; without it RL.* would go to a random

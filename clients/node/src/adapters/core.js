@@ -16,7 +16,9 @@ export const ALGORITHMS = ['slidecount', 'slidelog', 'gcra', 'fixed'];
  * @param {object} options the adapter's options
  * @param {'library' | 'open' | 'closed'} failure who decides when Redis can't
  */
-export function makeLimiter(who, { client, algorithm = 'slidecount', burst, onError, onShadow, timeout, clock, shadow = false }, failure) {
+export function makeLimiter(who, {
+  client, algorithm = 'slidecount', burst, onError, onShadow, timeout, clock, shadow = false, backend, secret,
+}, failure) {
   if (!ALGORITHMS.includes(algorithm)) {
     throw new TypeError(`${who}: unknown algorithm "${algorithm}" (${ALGORITHMS.join(', ')})`);
   }
@@ -28,6 +30,8 @@ export function makeLimiter(who, { client, algorithm = 'slidecount', burst, onEr
     onShadow,
     timeout,
     clock,
+    backend,
+    secret,
   });
   return { rl, algorithm, burst, shadow: Boolean(shadow) };
 }
