@@ -31,9 +31,9 @@ function openClient(lib, port, recommended) {
   return { client, close: () => client.disconnect() };
 }
 
-function limiter(client, failure) {
+function limiter(client, failure, options = {}) {
   const reported = [];
-  const rl = createRateLimiter({ client, failure, timeout: TIMEOUT, onError: (err, info) => reported.push({ err, info }) });
+  const rl = createRateLimiter({ client, failure, timeout: TIMEOUT, onError: (err, info) => reported.push({ err, info }), ...options });
   return { rl, reported };
 }
 
@@ -125,7 +125,8 @@ for (const [lib, connect] of Object.entries(standalone)) {
       const conn = await connect(without.port);
       try {
         for (const failure of ['open', 'closed']) {
-          const { rl, reported } = limiter(conn.client, failure);
+          // backend 'module': auto would decide through the scripts there.
+          const { rl, reported } = limiter(conn.client, failure, { backend: 'module' });
           await assert.rejects(rl.check(limit, 'someone'), (err) => err instanceof RedisCommandError
             && /does not know RL\.FIXED: the redis-rl module is not loaded/.test(err.message) && /loadmodule/.test(err.message));
           assert.equal(reported.length, 0);
