@@ -19,7 +19,7 @@ const FILES = {
 
 // The ESM source is src/backend.js, the CommonJS build dist/cjs/src/backend.cjs: both
 // read the one copy of the scripts at the package's top.
-const SCRIPTS_DIR = new URL(import.meta.url.includes('/dist/cjs/') ? '../../../scripts/' : '../scripts/', import.meta.url);
+const SCRIPTS_DIR = new URL(import.meta.url.endsWith('.cjs') ? '../../../scripts/' : '../scripts/', import.meta.url);
 
 const loaded = new Map();
 

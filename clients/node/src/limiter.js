@@ -218,10 +218,11 @@ export class RateLimiter {
    * backend the kit computes it (Redis Lua has no SHA-256) from the `secret` option.
    */
   async pseudonym(identity, { scope, prefix6, now } = {}) {
-    if (prefix6 !== undefined && !(Number.isInteger(prefix6) && prefix6 >= 1 && prefix6 <= 128)) {
+    const bits = typeof prefix6 === 'string' && /^\d+$/.test(prefix6) ? Number(prefix6) : prefix6;
+    if (bits !== undefined && !(Number.isInteger(bits) && bits >= 1 && bits <= 128)) {
       throw new RateLimitConfigError(`redis-rl: prefix6 must be a prefix length from 1 to 128, got ${JSON.stringify(prefix6)}`);
     }
-    const local = () => this.#localPseudonym(String(identity), { scope: scope === undefined ? undefined : String(scope), prefix6 }, now ?? this.clock());
+    const local = () => this.#localPseudonym(String(identity), { scope: scope === undefined ? undefined : String(scope), prefix6: bits }, now ?? this.clock());
     if (this.#onScripts()) return local();
     const args = ['RL.PSEUDONYM', String(identity)];
     if (scope !== undefined) args.push(String(scope));
