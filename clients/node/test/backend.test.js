@@ -153,6 +153,29 @@ describe('backend option', { skip }, () => {
         }
       });
 
+      it('auto: a call that got no answer makes the next one ask the module, also where the kit sees no reconnect', async () => {
+        const server = await startServer({ module: false });
+        const conn = await connect(server.port);
+        try {
+          const rl = createRateLimiter({ client: conn.client, failure: 'open', timeout: 2000, onError: () => {} });
+          assert.equal((await rl.check(limit, `lost-${lib}`, { now: T })).source, 'redis');
+          assert.equal(rl.activeBackend, 'scripts');
+          // A reconnect the kit is not told about (as through a proxy or a client without events).
+          conn.client.removeAllListeners('ready');
+          const restarting = server.restart({ module: true, downMs: 400 });
+          await new Promise((r) => setTimeout(r, 150));
+          assert.equal((await rl.check(limit, `lost-${lib}`, { now: T })).source, 'failure');
+          await restarting;
+          const ready = () => (lib === 'ioredis' ? conn.client.status === 'ready' : conn.client.isReady);
+          for (const deadline = Date.now() + 10_000; !ready() && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 20));
+          assert.equal((await rl.check(limit, `lost-${lib}-after`, { now: T })).source, 'redis');
+          assert.equal(rl.activeBackend, 'module');
+        } finally {
+          await conn.close();
+          await server.stop();
+        }
+      });
+
       it('pseudonym: computed by the kit on the scripts, equal to the module\'s RL.PSEUDONYM for the same secret and day', async () => {
         const conn = await connect(withModule.port);
         try {
@@ -222,6 +245,17 @@ describe('the scripts the kit ships', () => {
       assert.equal(cjs.scriptOf(command).sha, scriptOf(command).sha, command);
     }
     assert.throws(() => scriptOf('RL.PSEUDONYM'), /RL.PSEUDONYM has no script/);
+  });
+
+  it('a command becomes its script with the same arguments: KEYS are its keys, ARGV everything after its name', async () => {
+    const { asScript, scriptOf } = await import('../src/backend.js');
+    const fixed = scriptOf('RL.FIXED').sha;
+    assert.match(fixed, /^[0-9a-f]{40}$/);
+    assert.deepEqual(asScript({ args: ['RL.FIXED', '{u}:api', '100', '60', 'COST', '2'], keys: ['{u}:api'] }),
+      { args: ['EVALSHA', fixed, '1', '{u}:api', '{u}:api', '100', '60', 'COST', '2'], key: '{u}:api' });
+    const all = ['RL.ALL', '2', 'FIXED', 'rl:{u}:a', '5', '60', 'CONCURRENCY', 'rl:{u}:b', '2', '30', 'LEASE', 'r1'];
+    assert.deepEqual(asScript({ args: all, keys: ['rl:{u}:a', 'rl:{u}:b'] }, { eval: true }),
+      { args: ['EVAL', scriptOf('RL.ALL').body, '2', 'rl:{u}:a', 'rl:{u}:b', ...all.slice(1)], key: 'rl:{u}:a' });
   });
 });
 
