@@ -176,6 +176,40 @@ describe('backend option', { skip }, () => {
         }
       });
 
+      it('the framework adapters take backend too: each store decides through the scripts when told to', async () => {
+        const { RedisRlStore } = await import('../src/adapters/express-rate-limit.js');
+        const { RedisRlThrottlerStorage } = await import('../src/adapters/nestjs.js');
+        const { redisRlStore } = await import('../src/adapters/fastify.js');
+        const { RateLimiterRedisRl } = await import('../src/adapters/rate-limiter-flexible.js');
+        const conn = await connect(withModule.port);
+        const native = async () => (await calls(withModule.port, 'rl.slidecount')) + (await calls(withModule.port, 'rl.all'));
+        try {
+          const options = { client: conn.client, backend: 'scripts', timeout: 2000 };
+          const hits = {
+            'express-rate-limit': async () => {
+              const store = new RedisRlStore(options);
+              store.init({ limit: 5, windowMs: 60_000 });
+              return (await store.increment(`erl-${lib}`)).totalHits;
+            },
+            nestjs: async () => (await new RedisRlThrottlerStorage({ ...options, failure: 'closed' }).increment(`nest-${lib}`, 60_000, 5, 60_000, 'default')).totalHits,
+            fastify: async () => {
+              const Store = redisRlStore(options);
+              const store = new Store({});
+              return new Promise((ok, fail) => store.incr(`fastify-${lib}`, (err, res) => (err ? fail(err) : ok(res.current)), 60_000, 5));
+            },
+            'rate-limiter-flexible': async () => (await new RateLimiterRedisRl({ storeClient: conn.client, backend: 'scripts', timeout: 2000, points: 5, duration: 60, keyPrefix: `rlf-${lib}` }).consume('k')).consumedPoints,
+          };
+          for (const [name, hit] of Object.entries(hits)) {
+            const [nativeBefore, scriptsBefore] = [await native(), (await stats(withModule.port)).scripts];
+            assert.equal(await hit(), 1, name);
+            assert.equal(await native() - nativeBefore, 0, `${name}: no RL.* command`);
+            assert.ok((await stats(withModule.port)).scripts > scriptsBefore, `${name}: a script decided`);
+          }
+        } finally {
+          await conn.close();
+        }
+      });
+
       it('pseudonym: computed by the kit on the scripts, equal to the module\'s RL.PSEUDONYM for the same secret and day', async () => {
         const conn = await connect(withModule.port);
         try {

@@ -138,7 +138,7 @@ describe('rate-limiter-flexible', () => {
 
   it('refused when built: custom Lua, node-redis 3, a failure option, a bad duration', () => {
     for (const [opt, message] of [
-      [{ customIncrTtlLuaScript: 'return 1' }, /loads no scripts/], [{ useRedis3AndLowerPackage: true }, /node-redis 3/],
+      [{ customIncrTtlLuaScript: 'return 1' }, /runs no custom scripts/], [{ useRedis3AndLowerPackage: true }, /node-redis 3/],
       [{ failure: 'open' }, /insuranceLimiter/], [{ duration: -1 }, /duration must be/],
     ]) {
       assert.throws(() => new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
