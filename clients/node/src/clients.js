@@ -17,11 +17,25 @@ export function adapt(client) {
   throw new TypeError('redis-rl: expected a node-redis client or cluster (createClient, createCluster) or an ioredis Redis or Cluster');
 }
 
+const connections = new WeakMap();
+
 /**
- * Calls `listener` whenever the client (or any node of a cluster) has connected again:
- * the server behind it may be another one now (a failover) or have loaded the module.
+ * A count of the client's (re)connections, any node of a cluster included: the server
+ * behind it may be another one since (a failover) or have loaded the module. One
+ * listener per client, however many limiters share it, so none is leaked with them.
+ * @returns {() => number}
  */
-export function onReconnect(client, listener) {
+export function connectionCount(client) {
+  let count = connections.get(client);
+  if (!count) {
+    count = { value: 0 };
+    connections.set(client, count);
+    onReconnect(client, () => { count.value += 1; });
+  }
+  return () => count.value;
+}
+
+function onReconnect(client, listener) {
   if (typeof client?.on !== 'function') return;
   const isIoredis = typeof client.pipeline === 'function' && typeof client.call === 'function';
   if (isIoredis && client.isCluster) {

@@ -1,5 +1,5 @@
 import { asScript, BACKENDS, isNoScript, isUnknownRlCommand } from './backend.js';
-import { adapt, onReconnect } from './clients.js';
+import { adapt, connectionCount } from './clients.js';
 import { buildCommand, costsFor, keyFor, RateLimitConfigError, throttleCommand, toDecision, toThrottle } from './commands.js';
 import { DenyCache } from './deny-cache.js';
 import { rateLimitHeaders } from './headers.js';
@@ -80,8 +80,10 @@ export class RateLimiter {
   #denyCache;
   #onShadow;
   #backend;
-  /** With backend 'auto': what this connection answered with (undefined: not known yet). */
+  /** With backend 'auto': what the server answered with, and on which connection. */
   #detected;
+  #detectedOn;
+  #connections;
   #secret;
 
   /** Requests that shadow mode let through although Redis denied them. */
@@ -106,7 +108,7 @@ export class RateLimiter {
     this.#secret = secret;
     // A new connection may be to another server (a failover) or to one that has loaded
     // the module since: auto asks again.
-    if (backend === 'auto') onReconnect(client, () => { this.#detected = undefined; });
+    this.#connections = backend === 'auto' ? connectionCount(client) : () => 0;
     this.#failure = failure;
     this.#onError = onError;
     this.#onShadow = onShadow;
@@ -130,7 +132,7 @@ export class RateLimiter {
    * @returns {'module' | 'scripts'}
    */
   get activeBackend() {
-    return this.#backend === 'auto' ? this.#detected ?? 'module' : this.#backend;
+    return this.#backend === 'auto' ? this.#known() ?? 'module' : this.#backend;
   }
 
   /** How long a call may take before it fails with a TimeoutError. */
@@ -230,11 +232,11 @@ export class RateLimiter {
     if (now !== undefined || this.#sendNow) args.push('NOW', String(Math.round((now ?? this.clock()) * 1000)));
     const [settled] = await this.#dispatch([{ args }]);
     if (settled.status === 'fulfilled') {
-      if (this.#backend === 'auto') this.#detected = 'module';
+      if (this.#backend === 'auto') this.#detect('module');
       return String(settled.value);
     }
     if (this.#backend === 'auto' && isUnknownRlCommand(settled.reason)) {
-      this.#detected = 'scripts';
+      this.#detect('scripts');
       return local();
     }
     throw callerError(settled.reason, 'RL.PSEUDONYM') ?? settled.reason;
@@ -338,7 +340,17 @@ export class RateLimiter {
   }
 
   #onScripts() {
-    return this.#backend === 'scripts' || (this.#backend === 'auto' && this.#detected === 'scripts');
+    return this.#backend === 'scripts' || (this.#backend === 'auto' && this.#known() === 'scripts');
+  }
+
+  /** Auto: what this connection answered with, undefined before its first answer. */
+  #known() {
+    return this.#detectedOn === this.#connections() ? this.#detected : undefined;
+  }
+
+  #detect(backend) {
+    this.#detected = backend;
+    this.#detectedOn = this.#connections();
   }
 
   /**
@@ -356,11 +368,11 @@ export class RateLimiter {
       if (s.status === 'rejected' && isUnknownRlCommand(s.reason)) unknown.push(i);
     });
     if (unknown.length) {
-      this.#detected = 'scripts';
+      this.#detect('scripts');
       const again = await this.#scripts(unknown.map((i) => cmds[i]));
       unknown.forEach((i, j) => { settled[i] = again[j]; });
     } else if (settled.some((s) => s.status === 'fulfilled')) {
-      this.#detected = 'module';
+      this.#detect('module');
     }
     return settled;
   }

@@ -70,6 +70,19 @@ describe('backend option', { skip }, () => {
         }
       });
 
+      it('auto: many limiters on one client watch its reconnects with one listener, so none is leaked', async () => {
+        const conn = await connect(bare.port);
+        try {
+          const before = conn.client.listenerCount('ready');
+          const limiters = Array.from({ length: 20 }, () => createRateLimiter({ client: conn.client, failure: 'closed' }));
+          assert.ok(conn.client.listenerCount('ready') - before <= 1, `${conn.client.listenerCount('ready') - before} listeners`);
+          for (const rl of limiters.slice(0, 2)) await rl.check(limit, `many-${lib}`, { now: T });
+          assert.deepEqual(limiters.slice(0, 3).map((rl) => rl.activeBackend), ['scripts', 'scripts', 'module'], 'each limiter learns for itself');
+        } finally {
+          await conn.close();
+        }
+      });
+
       it('auto: a batch that meets a bare server is retried on the scripts, every decision kept', async () => {
         const conn = await connect(bare.port);
         try {
