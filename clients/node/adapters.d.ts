@@ -1,6 +1,6 @@
 // Types for the framework adapters: redis-rl/express-rate-limit, redis-rl/nestjs,
 // redis-rl/fastify, redis-rl/rate-limiter-flexible (one file for the four entry points).
-import type { Decision, FailureInfo, MetricsRegistry } from './index.js';
+import type { Backend, Decision, FailureInfo, MetricsRegistry } from './index.js';
 
 export interface AdapterOptions {
   /** node-redis createClient()/createCluster(), or ioredis new Redis()/new Redis.Cluster(). */
@@ -23,6 +23,10 @@ export interface AdapterOptions {
    * registry, or your Registry. Default off. Not in the rate-limiter-flexible adapter.
    */
   metrics?: true | MetricsRegistry;
+  /** The module's commands or their scripts; default 'auto' (see LimiterOptions.backend). */
+  backend?: Backend;
+  /** The servers' RL_SECRET, for pseudonyms on the scripts backend (see LimiterOptions.secret). */
+  secret?: string | Uint8Array;
 }
 
 // redis-rl/express-rate-limit

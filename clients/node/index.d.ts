@@ -98,6 +98,17 @@ export interface LimiterOptions {
   /** Deny locally until a denial's retry time has passed. Default false. */
   denyCache?: boolean | { maxEntries?: number };
   /**
+   * What decides. 'auto' (default): the module's RL.* commands where the server has the
+   * module, else the same commands as Lua scripts (EVALSHA), decided once per connection
+   * and again after a reconnect. 'module': only the commands. 'scripts': only the scripts.
+   */
+  backend?: Backend;
+  /**
+   * The servers' RL_SECRET, for pseudonym() on the scripts backend: the kit computes the
+   * module's pseudonym itself (Redis Lua has no SHA-256). Unused while the module answers.
+   */
+  secret?: string | Uint8Array;
+  /**
    * Count every decision and time every call in prom-client (docs/metrics.md): true for
    * its default registry, or your Registry. Default off; needs prom-client installed.
    */
@@ -109,6 +120,8 @@ export interface MetricsRegistry {
   getSingleMetric(name: string): unknown;
   registerMetric(metric: any): void;
 }
+
+export type Backend = 'auto' | 'module' | 'scripts';
 
 export interface MiddlewareOptions {
   /** Rate limits; optional when `concurrency` is given. */
@@ -139,6 +152,8 @@ export type Middleware = (req: any, res: any, next: (err?: unknown) => void) => 
 export class RateLimiter {
   constructor(options: LimiterOptions);
   readonly clock: () => number;
+  /** What decides now; with backend 'auto', what the server last answered with ('module' until then). */
+  readonly activeBackend: 'module' | 'scripts';
   check(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
   peek(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;
   refund(limits: Limit | Limit[], identity?: string, options?: CallOptions): Promise<Decision>;

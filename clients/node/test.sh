@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The Node kit's tests: node's built-in runner against real redis-server processes with
-# the module (standalone and a 3-node cluster), which the tests start on free loopback
-# ports and kill at the end.
+# The Node kit's tests: node's built-in runner against real redis-server processes
+# (standalone and a 3-node cluster), which the tests start on free loopback ports and
+# kill at the end. The suite runs twice: RL_BACKEND=module on servers with the module,
+# then RL_BACKEND=scripts on servers without it, where the kit (backend 'auto') decides
+# through its Lua scripts.
 #   RL_MODULE  the module (default ../../target/release/libredis_rl.so, from this folder)
 #   RL_SERVER  the server binary (default redis-server)
+#   RL_BACKEND module or scripts: that run only (default: both, one after the other)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -26,18 +29,24 @@ node scripts/build-cjs.mjs
 
 # A hung test fails after 60 s instead of holding the run.
 status=0
-node --test --test-reporter=spec --test-timeout=60000 $(ls test/*.test.js | grep -v test/package.test.js) || status=$?
+for backend in ${RL_BACKEND:-module scripts}; do
+  echo "== backend: ${backend} =="
+  RL_BACKEND=$backend node --test --test-reporter=spec --test-timeout=60000 $(ls test/*.test.js | grep -v test/package.test.js) || status=$?
+done
 
 # The packed tarball in a fresh app: npm pack and installs take longer than a test.
-node --test --test-reporter=spec --test-timeout=300000 test/package.test.js || status=$?
+RL_BACKEND=module node --test --test-reporter=spec --test-timeout=300000 test/package.test.js || status=$?
 
+# The libraries' own suites run on the module backend only: they test the adapters'
+# translation, which is the same on both backends (the suite above runs every adapter
+# test on both), and a second run would add three minutes.
 # rate-limiter-flexible's own tests against the adapter (about 90 s; --fixed adds the fixed-window run).
-node upstream/rate-limiter-flexible/run.mjs || status=1
+RL_BACKEND=module node upstream/rate-limiter-flexible/run.mjs || status=1
 
 # express-rate-limit 8 and 7's own tests against RedisRlStore (about 90 s; the first run
 # installs their test dependencies into .tools/upstream-node). RL_UPSTREAM=0 skips them.
 if [ "${RL_UPSTREAM:-1}" != 0 ]; then
-  node upstream/run.mjs express-rate-limit-8 express-rate-limit-7 || status=1
+  RL_BACKEND=module node upstream/run.mjs express-rate-limit-8 express-rate-limit-7 || status=1
 else
   echo "clients/node: the express-rate-limit upstream suites skipped (RL_UPSTREAM=0)"
 fi

@@ -17,6 +17,40 @@ export function adapt(client) {
   throw new TypeError('redis-rl: expected a node-redis client or cluster (createClient, createCluster) or an ioredis Redis or Cluster');
 }
 
+const connections = new WeakMap();
+
+/**
+ * A count of the client's (re)connections, any node of a cluster included: the server
+ * behind it may be another one since (a failover) or have loaded the module. One
+ * listener per client, however many limiters share it, so none is leaked with them.
+ * @returns {() => number}
+ */
+export function connectionCount(client) {
+  let count = connections.get(client);
+  if (!count) {
+    count = { value: 0 };
+    connections.set(client, count);
+    onReconnect(client, () => { count.value += 1; });
+  }
+  return () => count.value;
+}
+
+function onReconnect(client, listener) {
+  if (typeof client?.on !== 'function') return;
+  const isIoredis = typeof client.pipeline === 'function' && typeof client.call === 'function';
+  if (isIoredis && client.isCluster) {
+    // An ioredis cluster's nodes are Redis clients of their own, each reconnecting alone.
+    const watch = (node) => node.on('ready', listener);
+    client.nodes?.('all').forEach(watch);
+    client.on('+node', watch);
+    client.on('ready', listener);
+  } else if (!isIoredis && ('masters' in client || typeof client.getMasters === 'function')) {
+    client.on('node-ready', listener);
+  } else {
+    client.on('ready', listener);
+  }
+}
+
 function nodeRedis(client) {
   const isCluster = 'masters' in client || typeof client.getMasters === 'function';
   // A cluster routes by the firstKey argument only; without it RL.* would go to a random

@@ -1,9 +1,11 @@
-import { adapt } from './clients.js';
+import { asScript, BACKENDS, isNoScript, isUnknownRlCommand } from './backend.js';
+import { adapt, connectionCount } from './clients.js';
 import { buildCommand, costsFor, keyFor, RateLimitConfigError, throttleCommand, toDecision, toThrottle } from './commands.js';
 import { DenyCache } from './deny-cache.js';
 import { rateLimitHeaders } from './headers.js';
 import { Metrics, backendOf, outcomeOf, since } from './metrics.js';
 import { rateLimitMiddleware } from './middleware.js';
+import { pseudonymOf } from './pseudonym.js';
 
 export { RateLimitConfigError };
 
@@ -44,8 +46,7 @@ const REPLY_CLASSES = new Set(['ReplyError', 'ErrorReply', 'SimpleError', 'BlobE
 /** The caller's error for an error reply, or undefined when it is Redis failing. */
 export function callerError(err, command) {
   // ioredis: ReplyError; node-redis: SimpleError / BlobError (ErrorReply in older versions).
-  const isReply = err && (err.name === 'ReplyError' || REPLY_CLASSES.has(err.constructor?.name));
-  if (!isReply || UNAVAILABLE.test(err.message)) return undefined;
+  if (!isReply(err) || UNAVAILABLE.test(err.message)) return undefined;
   if (/^ERR unknown command/i.test(err.message) && /^'?RL\./i.test(command)) {
     return new RedisCommandError(`redis-rl: this server does not know ${command}: the redis-rl module is not loaded on it. `
       + "Load it at startup ('loadmodule /path/to/libredis_rl.so' in redis.conf, or redis-server --loadmodule /path/to/libredis_rl.so) "
@@ -53,6 +54,8 @@ export function callerError(err, command) {
   }
   return new RedisCommandError(`redis-rl: ${command} was refused: ${err.message}`, { command, cause: err });
 }
+
+const isReply = (err) => err && (err.name === 'ReplyError' || REPLY_CLASSES.has(err.constructor?.name));
 
 const settle = (promise) => promise.then(
   (value) => ({ status: 'fulfilled', value }),
@@ -78,17 +81,37 @@ export class RateLimiter {
   #denyCache;
   #onShadow;
   #metrics;
+  #backend;
+  /** With backend 'auto': what the server answered with, and on which connection. */
+  #detected;
+  #detectedOn;
+  #connections;
+  #secret;
 
   /** Requests that shadow mode let through although Redis denied them. */
   shadowDenials = 0;
 
   /** @param {import('../index.js').LimiterOptions} options */
-  constructor({ client, failure, onError = defaultOnError, onShadow = defaultOnShadow, timeout = 300, clock, denyCache = false, metrics = false } = {}) {
+  constructor({
+    client, failure, onError = defaultOnError, onShadow = defaultOnShadow, timeout = 300, clock, denyCache = false, backend = 'auto', secret,
+    metrics = false,
+  } = {}) {
     // 'library' is for the framework adapters: the error goes back to the library's own switch.
     if (failure !== 'open' && failure !== 'closed' && failure !== 'library') {
       throw new TypeError("redis-rl: choose a failure policy: failure: 'open' (allow while Redis fails) or 'closed' (deny)");
     }
+    if (!BACKENDS.includes(backend)) {
+      throw new RateLimitConfigError(`redis-rl: backend must be 'auto' (the module where the server has it, else the scripts), 'module' or 'scripts'; got ${JSON.stringify(backend)}`);
+    }
+    if (secret !== undefined && !(typeof secret === 'string' || secret instanceof Uint8Array) || secret === '') {
+      throw new RateLimitConfigError('redis-rl: secret (the servers\' RL_SECRET, for pseudonym() on the scripts backend) must be a non-empty string or a Buffer (Uint8Array)');
+    }
     this.#client = adapt(client);
+    this.#backend = backend;
+    this.#secret = secret;
+    // A new connection may be to another server (a failover) or to one that has loaded
+    // the module since: auto asks again.
+    this.#connections = backend === 'auto' ? connectionCount(client) : () => 0;
     this.#failure = failure;
     this.#onError = onError;
     this.#onShadow = onShadow;
@@ -104,6 +127,16 @@ export class RateLimiter {
   /** The client as the kit drives it: send(cmd), batch(cmds) (for adapters' own commands). */
   get connection() {
     return this.#client;
+  }
+
+  /**
+   * What decides now: 'module' (the RL.* commands) or 'scripts' (their Lua twins). With
+   * backend 'auto' it is what the server last answered with, 'module' until then (the
+   * next call asks the module first).
+   * @returns {'module' | 'scripts'}
+   */
+  get activeBackend() {
+    return this.#backend === 'auto' ? this.#known() ?? 'module' : this.#backend;
   }
 
   /** How long a call may take before it fails with a TimeoutError. */
@@ -168,7 +201,9 @@ export class RateLimiter {
     const counted = spec.quantity !== 0 ? [{ name: `throttle:${spec.count}/${spec.period}s` }] : [];
     const start = performance.now();
     try {
-      const reply = { ...toThrottle(await withTimeout(this.#client.send({ args, key: String(key) }), this.#timeout)), source: 'redis' };
+      const [settled] = await this.#call([{ args, keys: [String(key)] }]);
+      if (settled.status === 'rejected') throw settled.reason;
+      const reply = { ...toThrottle(settled.value), source: 'redis' };
       this.record(counted, reply, { seconds: since(start) });
       return reply;
     } catch (err) {
@@ -191,18 +226,38 @@ export class RateLimiter {
   /**
    * RL.PSEUDONYM: the daily pseudonym of an identity (an IP address, an API key). It is
    * not a decision, so a failure is not turned into one: the promise rejects (within
-   * `timeout`), and the middleware hands that to the failure policy.
+   * `timeout`), and the middleware hands that to the failure policy. On the scripts
+   * backend the kit computes it (Redis Lua has no SHA-256) from the `secret` option.
    */
   async pseudonym(identity, { scope, prefix6, now } = {}) {
+    const bits = typeof prefix6 === 'string' && /^\d+$/.test(prefix6) ? Number(prefix6) : prefix6;
+    if (bits !== undefined && !(Number.isInteger(bits) && bits >= 1 && bits <= 128)) {
+      throw new RateLimitConfigError(`redis-rl: prefix6 must be a prefix length from 1 to 128, got ${JSON.stringify(prefix6)}`);
+    }
+    const local = () => this.#localPseudonym(String(identity), { scope: scope === undefined ? undefined : String(scope), prefix6: bits }, now ?? this.clock());
+    if (this.#onScripts()) return local();
     const args = ['RL.PSEUDONYM', String(identity)];
     if (scope !== undefined) args.push(String(scope));
     if (prefix6 !== undefined) args.push('PREFIX6', String(prefix6));
     if (now !== undefined || this.#sendNow) args.push('NOW', String(Math.round((now ?? this.clock()) * 1000)));
-    try {
-      return String(await withTimeout(this.#client.send({ args }), this.#timeout));
-    } catch (err) {
-      throw callerError(err, 'RL.PSEUDONYM') ?? err;
+    const [settled] = await this.#dispatch([{ args }]);
+    if (settled.status === 'fulfilled') {
+      if (this.#backend === 'auto') this.#detect('module');
+      return String(settled.value);
     }
+    if (this.#backend === 'auto' && isUnknownRlCommand(settled.reason)) {
+      this.#detect('scripts');
+      return local();
+    }
+    throw callerError(settled.reason, 'RL.PSEUDONYM') ?? settled.reason;
+  }
+
+  #localPseudonym(identity, options, nowMs) {
+    if (this.#secret === undefined) {
+      throw new RateLimitConfigError('redis-rl: pseudonym() on the scripts backend needs the secret option (the RL_SECRET the servers\' module uses): '
+        + 'there is no script for RL.PSEUDONYM (Redis Lua has no SHA-256), so the kit computes it, and cannot without the secret');
+    }
+    return pseudonymOf(this.#secret, identity, options, nowMs);
   }
 
   /** The RateLimit headers for a decision; see headers.js. */
@@ -286,14 +341,7 @@ export class RateLimiter {
     if (!pending.length) return this.#recorded(prepared, decisions);
 
     const start = performance.now();
-    const cmds = pending.map((i) => ({ args: prepared[i].args, key: prepared[i].keys[0] }));
-    let settled;
-    if (cmds.length === 1) {
-      settled = [await settle(withTimeout(this.#client.send(cmds[0]), this.#timeout))];
-    } else {
-      const all = await settle(withTimeout(this.#client.batch(cmds), this.#timeout));
-      settled = all.status === 'fulfilled' ? all.value : cmds.map(() => all);
-    }
+    const settled = await this.#call(pending.map((i) => ({ args: prepared[i].args, keys: prepared[i].keys })));
     const seconds = since(start);
 
     pending.forEach((i, j) => {
@@ -321,6 +369,77 @@ export class RateLimiter {
   #recorded(prepared, decisions, seconds) {
     prepared.forEach((p, i) => this.record(p.counted, decisions[i], { seconds, shadow: p.shadow, failure: p.libraryFailure }));
     return decisions;
+  }
+
+  #onScripts() {
+    return this.#backend === 'scripts' || (this.#backend === 'auto' && this.#known() === 'scripts');
+  }
+
+  /** Auto: what this connection answered with, undefined before its first answer. */
+  #known() {
+    return this.#detectedOn === this.#connections() ? this.#detected : undefined;
+  }
+
+  #detect(backend) {
+    this.#detected = backend;
+    this.#detectedOn = this.#connections();
+  }
+
+  /**
+   * Module command lines (`{ args, keys }`: keys are the command's own, in order) on the
+   * backend in force; settles each. With 'auto', an `unknown command 'RL.…'` reply marks
+   * the server as one without the module and that call runs on the scripts at once, so
+   * no decision is lost.
+   */
+  async #call(cmds) {
+    if (this.#onScripts()) return this.#scripts(cmds);
+    const settled = await this.#dispatch(cmds.map(({ args, keys }) => ({ args, key: keys[0] })));
+    if (this.#backend !== 'auto') return settled;
+    const unknown = [];
+    settled.forEach((s, i) => {
+      if (s.status === 'rejected' && isUnknownRlCommand(s.reason)) unknown.push(i);
+    });
+    if (unknown.length) {
+      this.#detect('scripts');
+      const again = await this.#scripts(unknown.map((i) => cmds[i]));
+      unknown.forEach((i, j) => { settled[i] = again[j]; });
+    } else if (settled.some((s) => s.status === 'fulfilled')) {
+      this.#detect('module');
+    }
+    return settled;
+  }
+
+  /**
+   * The commands as their scripts, by EVALSHA. A restart, a failover or SCRIPT FLUSH
+   * empties the server's script cache (NOSCRIPT): those calls are sent again with the
+   * script's text (EVAL, which caches it again), else every call would fail from then on.
+   */
+  async #scripts(cmds) {
+    const settled = await this.#dispatch(cmds.map((cmd) => asScript(cmd)));
+    const missing = [];
+    settled.forEach((s, i) => {
+      if (s.status === 'rejected' && isNoScript(s.reason)) missing.push(i);
+    });
+    if (missing.length) {
+      const again = await this.#dispatch(missing.map((i) => asScript(cmds[i], { eval: true })));
+      missing.forEach((i, j) => { settled[i] = again[j]; });
+    }
+    return settled;
+  }
+
+  /** One round trip (a pipeline for several), bounded by `timeout`; settles each command. */
+  async #dispatch(cmds) {
+    let settled;
+    if (cmds.length === 1) {
+      settled = [await settle(withTimeout(this.#client.send(cmds[0]), this.#timeout))];
+    } else {
+      const all = await settle(withTimeout(this.#client.batch(cmds), this.#timeout));
+      settled = all.status === 'fulfilled' ? all.value : cmds.map(() => all);
+    }
+    // No answer (a lost connection, a timeout): the next one may come from another
+    // server, so auto asks the module again.
+    if (this.#backend === 'auto' && settled.some((s) => s.status === 'rejected' && !isReply(s.reason))) this.#detected = undefined;
+    return settled;
   }
 }
 

@@ -16,7 +16,9 @@ export const ALGORITHMS = ['slidecount', 'slidelog', 'gcra', 'fixed'];
  * @param {object} options the adapter's options
  * @param {'library' | 'open' | 'closed'} failure who decides when Redis can't
  */
-export function makeLimiter(who, { client, algorithm = 'slidecount', burst, onError, onShadow, timeout, clock, shadow = false, metrics }, failure) {
+export function makeLimiter(who, {
+  client, algorithm = 'slidecount', burst, onError, onShadow, timeout, clock, shadow = false, backend, secret, metrics,
+}, failure) {
   if (!ALGORITHMS.includes(algorithm)) {
     throw new TypeError(`${who}: unknown algorithm "${algorithm}" (${ALGORITHMS.join(', ')})`);
   }
@@ -29,6 +31,8 @@ export function makeLimiter(who, { client, algorithm = 'slidecount', burst, onEr
     timeout,
     clock,
     metrics,
+    backend,
+    secret,
   });
   return { rl, algorithm, burst, shadow: Boolean(shadow) };
 }

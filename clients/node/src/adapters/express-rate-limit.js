@@ -27,7 +27,7 @@ const REFUSED = {
   sendCommand: 'is rate-limit-redis\'s; pass the connection as `client` (node-redis or ioredis)',
   sendCommandCluster: 'is rate-limit-redis\'s; pass the cluster connection as `client` (node-redis or ioredis)',
 };
-const KNOWN = new Set(['client', 'algorithm', 'burst', 'prefix', 'shadow', 'onShadow', 'onError', 'timeout', 'clock', 'failure', 'metrics']);
+const KNOWN = new Set(['client', 'algorithm', 'burst', 'prefix', 'shadow', 'onShadow', 'onError', 'timeout', 'clock', 'failure', 'backend', 'secret', 'metrics']);
 
 export class RedisRlStore {
   /** Keys live in Redis, shared by every process (express-rate-limit's validations ask). */

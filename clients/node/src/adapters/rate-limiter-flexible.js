@@ -70,7 +70,7 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
    *   shadow?: boolean, onShadow?: Function, onError?: Function, timeout?: number, clock?: () => number }} opts
    */
   constructor(opts = {}) {
-    if (opts.customIncrTtlLuaScript) throw new RateLimiterArgumentError(`${WHO}: option 'customIncrTtlLuaScript' is a Lua script; redis-rl loads no scripts: remove it`);
+    if (opts.customIncrTtlLuaScript) throw new RateLimiterArgumentError(`${WHO}: option 'customIncrTtlLuaScript' is a Lua script for the stock store; redis-rl runs no custom scripts (it decides with the module's commands, or its own scripts of the same contract): remove it`);
     if (opts.useRedis3AndLowerPackage) throw new RateLimiterArgumentError(`${WHO}: option 'useRedis3AndLowerPackage': node-redis 3 has no sendCommand the kit can route; use node-redis 4+ or ioredis`);
     if (opts.failure !== undefined) {
       throw new RateLimiterArgumentError(`${WHO}: the failure policy is rate-limiter-flexible's insuranceLimiter (or the rejected promise), not a 'failure' option`);

@@ -153,14 +153,15 @@ export async function listen(server) {
 // a machine shared by many builds must not turn a slow reply into a failure.
 export const SLOW_OK = 5000;
 
-// One server with the module and one ioredis connection for a whole test file, and
+// One server (with the module on its backend's run) and one ioredis connection for a whole test file, and
 // identities that never repeat within it.
 export function sharedServer() {
   let ids = 0;
   const shared = { freshId: () => `user-${++ids}` };
   before(async () => {
     shared.redis = await startServer();
-    shared.conn = await ioredisClient(shared.redis.port);
+    // ioredis's own command timeout too: a first script call is three round trips.
+    shared.conn = await ioredisClient(shared.redis.port, { commandTimeout: SLOW_OK });
   });
   after(async () => {
     await shared.conn?.close();

@@ -4,6 +4,8 @@ import { once } from 'node:events';
 import { createClient, createCluster } from 'redis';
 import Redis from 'ioredis';
 import { ioredisClusterOptions, ioredisOptions, nodeRedisOptions } from '../../index.js';
+import { asScript } from '../../src/backend.js';
+import { ON_SCRIPTS } from './servers.js';
 
 const quiet = () => {};
 
@@ -42,7 +44,14 @@ export async function ioredisCluster(ports) {
 export const standalone = { 'node-redis': nodeRedisClient, ioredis: ioredisClient };
 export const clusters = { 'node-redis': nodeRedisCluster, ioredis: ioredisCluster };
 
-/** A command straight through the client, bypassing the kit (standalone clients). */
+/**
+ * A command straight through the client, bypassing the kit (standalone clients). On the
+ * scripts backend an RL.* limiter command runs as its script (EVAL, no KEYS), as the
+ * server has no module.
+ */
 export function raw(client, ...args) {
+  if (ON_SCRIPTS && /^RL\.(?!PSEUDONYM|TOP)/i.test(String(args[0]))) {
+    args = asScript({ args: args.map(String), keys: [] }, { eval: true }).args;
+  }
   return typeof client.call === 'function' ? client.call(...args) : client.sendCommand(args.map(String));
 }

@@ -7,11 +7,21 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { scriptOf } from '../../src/backend.js';
 
 const kitDir = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const MODULE = resolve(kitDir, process.env.RL_MODULE ?? '../../target/release/libredis_rl.so');
 export const SERVER = process.env.RL_SERVER ?? 'redis-server';
 export const SECRET = 'some-test-secret';
+
+/**
+ * The backend this run tests (test.sh runs the suite once for each): 'module', servers
+ * with the module; 'scripts', servers without it, where the kit (backend 'auto', the
+ * default) decides through its scripts.
+ */
+export const BACKEND = process.env.RL_BACKEND ?? 'module';
+export const ON_SCRIPTS = BACKEND === 'scripts';
+if (!['module', 'scripts'].includes(BACKEND)) throw new Error(`RL_BACKEND must be module or scripts, got ${BACKEND}`);
 
 export function freePort() {
   return new Promise((ok, fail) => {
@@ -56,15 +66,16 @@ async function until(what, check, timeoutMs = 15000) {
 }
 
 /**
- * Starts one redis-server. `module: false` starts it without the module; `persist: true`
+ * Starts one redis-server, with the module unless this run is the scripts backend's.
+ * `module: false` starts it without the module, `module: true` with it; `persist: true`
  * keeps every write in an fsynced AOF, so that restart() loses nothing.
  * @returns {Promise<{port: number, url: string, stop: () => Promise<void>, dir: string}>}
  */
-export async function startServer({ module = true, cluster = false, persist = false, extra = [] } = {}) {
+export async function startServer({ module = !ON_SCRIPTS, cluster = false, persist = false, extra = [] } = {}) {
   if (module && !existsSync(MODULE)) throw new Error(`module not found: ${MODULE} (set RL_MODULE)`);
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'rl-node-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--enable-module-command', 'yes',
     ...(persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
   if (module) args.push('--loadmodule', MODULE);
   if (cluster) {
@@ -102,9 +113,15 @@ export async function startServer({ module = true, cluster = false, persist = fa
   };
   await launch();
   /** SIGKILL, then the same server again on the same port and data folder. */
-  server.restart = async ({ downMs = 0 } = {}) => {
+  server.restart = async ({ downMs = 0, module: withModule } = {}) => {
     await kill();
     if (downMs) await new Promise((r) => setTimeout(r, downMs));
+    // restart({ module: true }): the same server, now with the module.
+    if (withModule !== undefined) {
+      const at = args.indexOf('--loadmodule');
+      if (at >= 0) args.splice(at, 2);
+      if (withModule) args.push('--loadmodule', MODULE);
+    }
     await launch();
   };
   server.stop = async () => {
@@ -114,7 +131,7 @@ export async function startServer({ module = true, cluster = false, persist = fa
   return server;
 }
 
-/** Three primaries with the module, all slots assigned, cluster_state:ok on every node. */
+/** Three primaries (with the module unless on the scripts backend), all slots assigned, cluster_state:ok on every node. */
 export async function startCluster() {
   const nodes = [];
   try {
@@ -149,6 +166,8 @@ export async function movedCount(nodes) {
  * release); tests of those skip, saying so, on a module without them.
  */
 export async function features(port) {
+  // The scripts implement the whole contract of the current module.
+  if (ON_SCRIPTS) return { all: true, refundReset: true };
   // In a cluster the probe key may live on another node: follow one MOVED.
   const ask = async (line) => {
     const reply = await rawCommand(port, line);
@@ -161,6 +180,29 @@ export async function features(port) {
     all: !all.startsWith('-ERR unknown command'),
     refundReset: !reset.startsWith('-ERR syntax error'),
   };
+}
+
+/** A command as RESP, for rawCommand (a script's text does not fit an inline command). */
+export const resp = (args) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join('')}`.slice(0, -2);
+
+let blockProbe;
+/**
+ * Undefined when this run's backend has BLOCK, else the reason to skip a test that needs
+ * it: the scripts may not implement the penalty box yet (asked once, on a bare server).
+ */
+export async function noBlock() {
+  if (!ON_SCRIPTS) return undefined;
+  blockProbe ??= (async () => {
+    const { body } = scriptOf('RL.FIXED');
+    const server = await startServer({ module: false });
+    try {
+      const reply = await rawCommand(server.port, resp(['EVAL', body, '0', '{probe}b', '1', '60', 'BLOCK', '10']));
+      return /redis-rl scripts do not implement BLOCK/.test(reply) ? 'redis-rl scripts do not implement BLOCK' : undefined;
+    } finally {
+      await server.stop();
+    }
+  })();
+  return blockProbe;
 }
 
 export const NO_ALL = 'the module at RL_MODULE has no RL.ALL yet';
