@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { noBlock, startServer } from './support/servers.js';
+import { BACKEND, noBlock, startServer } from './support/servers.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../examples');
 
@@ -77,8 +77,8 @@ describe('the metrics example', () => {
       const lines = text.split('\n').filter((l) => l.startsWith('redis_rl_decisions_total') || l.startsWith('redis_rl_call_duration_seconds_count'));
       assert.deepEqual(lines.sort(), [
         'redis_rl_call_duration_seconds_count{limit="per-minute"} 6',
-        'redis_rl_decisions_total{limit="per-minute",outcome="allowed",backend="module"} 5',
-        'redis_rl_decisions_total{limit="per-minute",outcome="denied",backend="module"} 1',
+        `redis_rl_decisions_total{limit="per-minute",outcome="allowed",backend="${BACKEND}"} 5`,
+        `redis_rl_decisions_total{limit="per-minute",outcome="denied",backend="${BACKEND}"} 1`,
       ], text);
       // The app's own metrics are in the same registry.
       assert.match(text, /^process_cpu_user_seconds_total /m);

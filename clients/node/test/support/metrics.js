@@ -1,5 +1,6 @@
 // Reading a prom-client registry's text output in the tests.
 import assert from 'node:assert/strict';
+import { BACKEND } from './servers.js';
 
 /** Prometheus text → { 'name{a="x",b="y"}': value }, the labels sorted by name. */
 export function scrape(text) {
@@ -17,8 +18,8 @@ export function scrape(text) {
 /** The series whose key starts with `prefix`. */
 export const only = (series, prefix) => Object.fromEntries(Object.entries(series).filter(([k]) => k.startsWith(prefix)));
 
-/** The key of one redis_rl_decisions_total series. */
-export const decision = (limit, outcome, backend = 'module') => `redis_rl_decisions_total{backend="${backend}",limit="${limit}",outcome="${outcome}"}`;
+/** The key of one redis_rl_decisions_total series (by default on the backend the suite runs on). */
+export const decision = (limit, outcome, backend = BACKEND) => `redis_rl_decisions_total{backend="${backend}",limit="${limit}",outcome="${outcome}"}`;
 
 /** { 'outcome': n } of one limit's decisions, and its histogram _count, from a registry. */
 export async function decisionsOf(registry, limit) {
