@@ -6,7 +6,7 @@ export interface AdapterOptions {
   /** node-redis createClient()/createCluster(), or ioredis new Redis()/new Redis.Cluster(). */
   client: unknown;
   /** The module's algorithm. Default 'slidecount'. */
-  algorithm?: 'slidecount' | 'slidelog' | 'gcra' | 'fixed';
+  algorithm?: 'slidecount' | 'slidelog' | 'gcra' | 'fixed' | 'counter';
   /** GCRA only: how many may come at once (default: the limit). */
   burst?: number;
   /** Let would-be denials pass; report them to onShadow and count them. Default false. */

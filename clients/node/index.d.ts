@@ -1,6 +1,10 @@
 // Types for redis-rl (the code is plain ESM JavaScript, no build step).
 
-export type Algorithm = 'slidelog' | 'slidecount' | 'fixed' | 'gcra' | 'concurrency';
+/**
+ * 'counter' is the window of rate-limit-redis, @fastify/rate-limit and RateLimiterRedis:
+ * it starts at the first hit and ends when its one key (the limit's key itself) expires.
+ */
+export type Algorithm = 'slidelog' | 'slidecount' | 'fixed' | 'counter' | 'gcra' | 'concurrency';
 
 /** One limit: what the command needs (the reply does not repeat it) and what the headers show. */
 export interface Limit {

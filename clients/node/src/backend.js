@@ -9,6 +9,7 @@ export const BACKENDS = ['auto', 'module', 'scripts'];
 
 const FILES = {
   'RL.FIXED': 'fixed',
+  'RL.COUNTER': 'counter',
   'RL.SLIDECOUNT': 'slidecount',
   'RL.SLIDELOG': 'slidelog',
   'RL.GCRA': 'gcra',

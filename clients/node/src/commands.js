@@ -1,7 +1,7 @@
 // Turns limits into RL.* argument lists and RL.* replies into decisions. Nothing here
 // decides anything: every number in a decision comes from the server.
 
-const ALGORITHMS = new Set(['slidelog', 'slidecount', 'fixed', 'gcra', 'concurrency']);
+const ALGORITHMS = new Set(['slidelog', 'slidecount', 'fixed', 'counter', 'gcra', 'concurrency']);
 
 /** @param {import('../index.js').Limit} limit */
 export function policyName(limit) {
@@ -35,7 +35,7 @@ export function windowMs(window) {
 function algorithmWord(limit) {
   const algorithm = String(limit.algorithm).toLowerCase();
   if (!ALGORITHMS.has(algorithm)) {
-    throw new RateLimitConfigError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, fixed, gcra or concurrency)`);
+    throw new RateLimitConfigError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, fixed, counter, gcra or concurrency)`);
   }
   return algorithm.toUpperCase();
 }
@@ -125,7 +125,7 @@ function costOf(limit, cost) {
   }
   const word = algorithmWord(limit);
   if (word === 'SLIDELOG' && n > MAX_LOG_COST) {
-    throw new RateLimitConfigError(`redis-rl: limit "${policyName(limit)}": a slidelog call spends at most ${MAX_LOG_COST} (one log entry each); got cost ${n}: use slidecount, fixed or gcra for large costs`);
+    throw new RateLimitConfigError(`redis-rl: limit "${policyName(limit)}": a slidelog call spends at most ${MAX_LOG_COST} (one log entry each); got cost ${n}: use slidecount, fixed, counter or gcra for large costs`);
   }
   if (word === 'CONCURRENCY' && n !== 1) {
     throw new RateLimitConfigError(`redis-rl: concurrency limit "${policyName(limit)}": a lease is one slot; cost must be 1, got ${n}`);

@@ -5,7 +5,7 @@ import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createRateLimiter } from '../index.js';
 import { standalone, raw } from './support/clients.js';
-import { features, noBlock, NO_ALL, NO_REFUND_RESET, SECRET, startServer } from './support/servers.js';
+import { features, noBlock, NO_ALL, NO_COUNTER, NO_REFUND_RESET, SECRET, startServer } from './support/servers.js';
 
 // 2024-06-17T07:29:00Z, the seed's fixed window 1718609340: a multiple of 10 s and 60 s.
 const T = 1718609340000;
@@ -62,6 +62,45 @@ for (const [lib, connect] of Object.entries(standalone)) {
         assert.deepEqual(peek.limits.map((d) => d.key), [limit.key]);
       });
     }
+
+    it('RL.COUNTER: one counter at the key itself, its window from the first hit (TTL = window); RL.ALL sends COUNTER', async (t) => {
+      if (!feats.counter) return t.skip(NO_COUNTER);
+      // The window's end is the key's expiry on the server clock: NOW stays near it.
+      const now = Date.now();
+      const limit = { name: 'counter', algorithm: 'counter', limit: 2, window: 10, key: `rl:{counter-${lib}}:c` };
+      const seen = [];
+      for (let i = 0; i < 3; i++) seen.push(await rl.check(limit, undefined, { now }));
+      assert.deepEqual(seen.map((d) => [d.allowed, d.remaining]), [[true, 1], [true, 0], [false, 0]]);
+      // The first hit opens a whole window (an aligned fixed window would end sooner);
+      // the server's clock is a few ms past `now`, so the end is a little later.
+      const whole = (ms) => ms > 9000 && ms <= 11000;
+      assert.ok(whole(seen[0].resetAfter), `first reset ${seen[0].resetAfter}`);
+      assert.ok(whole(seen[2].retryAfter), `retryAfter ${seen[2].retryAfter}`);
+      assert.equal(await raw(conn.client, 'GET', limit.key), '2');
+      const ttl = Number(await raw(conn.client, 'PTTL', limit.key));
+      assert.ok(ttl > 9000 && ttl <= 10000, `PTTL ${ttl}`);
+      const peek = await rl.peek(limit, undefined, { now });
+      const reply = await raw(conn.client, 'RL.COUNTER', limit.key, '2', '10', 'NOW', us(now), 'PEEK');
+      assert.deepEqual([peek.allowed ? 1 : 0, peek.remaining, peek.retryAfter, peek.resetAfter], reply);
+      // Past the key's expiry (the server set it a few ms after `now`) the window has
+      // ended: the next hit opens a new one.
+      assert.deepEqual([(await rl.check(limit, undefined, { now: now + 12_000 })).remaining], [1]);
+
+      if (!feats.all) return undefined;
+      const both = [
+        { name: 'c', algorithm: 'counter', limit: 3, window: 10, key: `rl:{all-counter-${lib}}:c` },
+        { name: 'f', algorithm: 'fixed', limit: 5, window: 10, key: `rl:{all-counter-${lib}}:f` },
+      ];
+      const d = await rl.check(both, undefined, { now, cost: { c: 2 } });
+      assert.deepEqual(d.limits.map((l) => [l.allowed, l.remaining]), [[true, 1], [true, 4]]);
+      assert.equal(await raw(conn.client, 'GET', both[0].key), '2');
+      return undefined;
+    });
+
+    it('a counter limit refuses burst, as every limit but gcra', async () => {
+      await assert.rejects(rl.check({ algorithm: 'counter', limit: 2, window: 10, burst: 3, key: 'k' }), /burst is for algorithm 'gcra' only/);
+      await assert.rejects(rl.check({ algorithm: 'counters', limit: 2, window: 10, key: 'k' }), /unknown algorithm "counters" \(slidelog, slidecount, fixed, counter, gcra or concurrency\)/);
+    });
 
     it('block: a denial starts the module\'s penalty box; blocked calls count strikes; impose and reset', async (t) => {
       const skip = await noBlock();

@@ -9,7 +9,8 @@
 //   denied, shadow  -> limit              (the library admits; headers show 0 left)
 import { RateLimiter } from '../limiter.js';
 
-export const ALGORITHMS = ['slidecount', 'slidelog', 'gcra', 'fixed'];
+// 'counter' is the libraries' own window (from the first hit, one counter at the key).
+export const ALGORITHMS = ['slidecount', 'slidelog', 'gcra', 'fixed', 'counter'];
 
 /**
  * @param {string} who the entry point, for error messages

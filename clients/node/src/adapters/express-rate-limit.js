@@ -43,7 +43,7 @@ export class RedisRlStore {
   #metrics;
 
   /**
-   * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed', burst?: number,
+   * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter', burst?: number,
    *   prefix?: string, shadow?: boolean, onShadow?: Function, onError?: Function, timeout?: number,
    *   clock?: () => number }} options
    */

@@ -28,7 +28,7 @@ function blockOf(params) {
 }
 
 /**
- * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed', burst?: number,
+ * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter', burst?: number,
  *   nameSpace?: string, shadow?: boolean, onShadow?: Function, onError?: Function, timeout?: number,
  *   clock?: () => number }} options
  * @returns the store class to pass as the plugin's `store` option

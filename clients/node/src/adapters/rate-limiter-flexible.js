@@ -66,7 +66,7 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
    * @param {{ storeClient: unknown, points: number, duration: number, keyPrefix?: string,
    *   insuranceLimiter?: object, blockDuration?: number, execEvenly?: boolean, execEvenlyMinDelayMs?: number,
    *   inMemoryBlockOnConsumed?: number, inMemoryBlockDuration?: number, rejectIfRedisNotReady?: boolean,
-   *   useRedisPackage?: boolean, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed', burst?: number,
+   *   useRedisPackage?: boolean, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter', burst?: number,
    *   shadow?: boolean, onShadow?: Function, onError?: Function, timeout?: number, clock?: () => number }} opts
    */
   constructor(opts = {}) {

@@ -59,9 +59,11 @@ export async function realTimeBurst(newHit) {
  * each algorithm, on a stepped clock from `start`: `{ stock, slidecount, slidelog, gcra,
  * fixed }`, each the number admitted of 16. `stock()` and `ours(algorithm, clock)`
  * resolve to `{ admit(id) }` (true when a request for `id` passes) and, when they hold
- * a server, `close()`.
+ * a server, `close()`. With `counter`, also `counter`: the module's RL.COUNTER, whose
+ * window starts at the first hit on the server clock, so it runs in real time as the
+ * stock store does (no NOW).
  */
-export async function burstResults({ freshId, start, stock, ours }) {
+export async function burstResults({ freshId, start, stock, ours, counter = false }) {
   const results = {};
   const theirs = await stock();
   try {
@@ -78,6 +80,17 @@ export async function burstResults({ freshId, start, stock, ours }) {
     try {
       const id = freshId();
       results[algorithm] = await boundaryBurst(time.at, () => limiter.admit(id));
+    } finally {
+      await limiter.close?.();
+    }
+  }
+  if (counter) {
+    const limiter = await ours('counter', undefined);
+    try {
+      results.counter = await realTimeBurst(() => {
+        const id = freshId();
+        return () => limiter.admit(id);
+      });
     } finally {
       await limiter.close?.();
     }

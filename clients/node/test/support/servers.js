@@ -167,7 +167,7 @@ export async function movedCount(nodes) {
  */
 export async function features(port) {
   // The scripts implement the whole contract of the current module.
-  if (ON_SCRIPTS) return { all: true, refundReset: true };
+  if (ON_SCRIPTS) return { all: true, refundReset: true, counter: true };
   // In a cluster the probe key may live on another node: follow one MOVED.
   const ask = async (line) => {
     const reply = await rawCommand(port, line);
@@ -176,9 +176,11 @@ export async function features(port) {
   };
   const all = await ask('RL.ALL 1 FIXED {probe}a 1 1 PEEK');
   const reset = await ask('RL.FIXED {probe}b 1 1 RESET');
+  const counter = await ask('RL.COUNTER {probe}c 1 1 PEEK');
   return {
     all: !all.startsWith('-ERR unknown command'),
     refundReset: !reset.startsWith('-ERR syntax error'),
+    counter: !counter.startsWith('-ERR unknown command'),
   };
 }
 
@@ -207,3 +209,4 @@ export async function noBlock() {
 
 export const NO_ALL = 'the module at RL_MODULE has no RL.ALL yet';
 export const NO_REFUND_RESET = 'the module at RL_MODULE has no REFUND/RESET yet';
+export const NO_COUNTER = 'the module at RL_MODULE has no RL.COUNTER yet';
