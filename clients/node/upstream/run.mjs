@@ -138,8 +138,7 @@ async function runSuite(name, server, store, algorithm) {
  * expected-differences.txt: `test name :: why`, one per line; # starts a comment. A line
  * that starts with `~ ` is a test whose outcome depends on real time on the Redis server
  * (a key's TTL running out between two requests of a test on a frozen fake clock, which
- * fails on the stock store too) or on the time of day (where an aligned window ends):
- * it may pass or fail here.
+ * fails on the stock store too): it may pass or fail here.
  */
 function expected(name) {
   const file = join(here, name, 'expected-differences.txt');

@@ -72,10 +72,25 @@ let instances = 0;
 const fresh = () => `fastify-rl-${process.pid}-${++instances}-`;
 
 const StockRedisStore = () => require(path.join(root, 'store', 'RedisStore.js'));
-// node:test's mock timers start Date at 0; the module takes NOW as unix time (after
-// 1973), so the test's clock is read from an epoch that keeps every step it makes.
+// node:test's mock timers start Date at 0 (or a given time), and a mocked Date reads far
+// before 2001; the module takes NOW as unix time. The algorithms that decide at NOW alone
+// read the test's clock from a fixed epoch that keeps every step it makes. RL.COUNTER
+// ends a window when its key expires on the server clock, so for it NOW is the real time
+// plus the steps the test has made since it enabled the mock clock.
 const EPOCH = Date.UTC(2025, 0, 1);
-const clock = () => (Date.now() < EPOCH ? EPOCH + Date.now() : Date.now());
+const realNow = Date.now.bind(Date);
+let mockStart = 0;
+const MockTimers = Object.getPrototypeOf(require('node:test').mock.timers);
+const enable = MockTimers.enable;
+MockTimers.enable = function enableAndMark(...args) {
+  const result = enable.apply(this, args);
+  mockStart = Date.now();
+  return result;
+};
+const mocked = () => Date.now() < 1e12;
+const clock = algorithm === 'counter'
+  ? () => (mocked() ? realNow() + Date.now() - mockStart : Date.now())
+  : () => (mocked() ? EPOCH + Date.now() : Date.now());
 function ours(continueExceeding, exponentialBackoff, client, nameSpace, params = {}) {
   const { redisRlStore } = require('../../src/adapters/fastify.js');
   const Store = redisRlStore({ client, nameSpace, algorithm, clock });
