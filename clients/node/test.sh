@@ -46,11 +46,12 @@ RL_BACKEND=module node --test --test-reporter=spec --test-timeout=300000 test/pa
 # rate-limiter-flexible's own tests against the adapter (about 90 s).
 RL_BACKEND=module node upstream/rate-limiter-flexible/run.mjs || status=1
 
-# express-rate-limit 8 and 7's own tests against RedisRlStore (about 15 s; the first run
-# installs their test dependencies into .tools/upstream-node). RL_UPSTREAM=0 skips them.
+# express-rate-limit 8 and 7's own tests against RedisRlStore, and @fastify/rate-limit 11
+# and 10's against redisRlStore (about 10 s each; the first run installs their test
+# dependencies into .tools/upstream-node). RL_UPSTREAM=0 skips them.
 if [ "${RL_UPSTREAM:-1}" != 0 ]; then
-  RL_BACKEND=module node upstream/run.mjs express-rate-limit-8 express-rate-limit-7 || status=1
+  RL_BACKEND=module node upstream/run.mjs express-rate-limit-8 express-rate-limit-7 fastify-rate-limit-11 fastify-rate-limit-10 || status=1
 else
-  echo "clients/node: the express-rate-limit upstream suites skipped (RL_UPSTREAM=0)"
+  echo "clients/node: the express-rate-limit and @fastify/rate-limit upstream suites skipped (RL_UPSTREAM=0)"
 fi
 exit $status
