@@ -24,7 +24,7 @@ SKIPS := tools/skips.sh
 help: ## list the targets, one line each
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 
-.PHONY: help scripts-sync all deps build run top test test-redis test-valkey test-clients test-php test-python test-node test-rust test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
+.PHONY: help scripts-sync all deps build run top test test-redis test-valkey test-clients test-php test-python test-node test-rust test-clients-valkey test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
 all: build
 
@@ -77,7 +77,18 @@ test: build $(VALKEY) ## everything CI runs: lints, unit and integration tests, 
 	$(MAKE) test-clients
 
 # The client kits (clients/*): each script installs what its suite needs.
-test-clients: test-php test-python test-node test-rust ## only the four kits' suites
+test-clients: test-php test-python test-node test-rust test-clients-valkey ## only the four kits' suites
+
+# The kits' suites once more on the scripts backend, on a plain Valkey 9 (no module):
+# the scripts on the other server family. After the kits' own runs, which install what
+# these need (the libraries' own suites and the package tests run on Redis only).
+test-clients-valkey: $(VALKEY) test-php test-python test-node test-rust ## the kits' scripts backend on Valkey 9
+	RL_BACKEND=scripts RL_SERVER=$(abspath $(VALKEY)) clients/php/test.sh --colors=never
+	RL_BACKEND=scripts RL_SERVER=$(abspath $(VALKEY)) clients/python/test.sh -q \
+	    --deselect tests/test_package.py --deselect tests/test_make_run.py
+	cd clients/node && RL_BACKEND=scripts RL_SERVER=$(abspath $(VALKEY)) node --test --test-timeout=60000 \
+	    $$(ls test/*.test.js | grep -v test/package.test.js)
+	cd clients/rust && RL_BACKEND=scripts RL_SERVER=$(abspath $(VALKEY)) cargo test --locked --features axum-07 --test suite
 
 test-php: build ## only the PHP kit's suite
 	clients/php/test.sh

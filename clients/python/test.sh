@@ -54,7 +54,8 @@ status=0
 RL_BACKEND=module "$venv/bin/python" -m pytest -p no:cacheprovider || status=1
 echo "== the adapters again on limits 4 and pyrate-limiter 3 (.tools/python-compat)"
 RL_BACKEND=module PYTHONPATH="$compat" "$venv/bin/python" -m pytest -p no:cacheprovider tests/test_compat.py \
-    tests/test_flask_limiter.py tests/test_slowapi.py tests/test_pyrate.py tests/test_adapters_cluster.py || status=1
+    tests/test_flask_limiter.py tests/test_slowapi.py tests/test_pyrate.py tests/test_adapters_cluster.py \
+    tests/test_counter.py || status=1
 # Every test again on servers without the module. Not run twice: the package build
 # (test_package, which also runs the installed copy's scripts) and `make run`, which
 # do not depend on the backend, and the compat overlay, whose difference is the
@@ -67,11 +68,14 @@ RL_BACKEND=scripts "$venv/bin/python" -m pytest -p no:cacheprovider \
 # on the scripts. After the kit's tests (their timing
 # assertions do not survive sharing the CPU with them) and in parallel with each other:
 # they mostly sleep, waiting out real windows.
-# Each on the storage's default algorithm, except pyrate-limiter, whose buckets are
-# sliding logs: its suite runs on algorithm=slidelog (the default's numbers are in
-# docs/frameworks/pyrate-limiter.md; `upstream/run.sh pyrate-limiter-4.4.0` measures them).
+# limits on the storage's default algorithm; Flask-Limiter and SlowAPI on
+# algorithm=counter, limits' own fixed window, whose only differences are the
+# environment's and the denied hits the module never counts (no clock-dependent
+# lines); pyrate-limiter, whose buckets are sliding logs, on algorithm=slidelog. The
+# other algorithms' numbers are in docs/frameworks/; `upstream/run.sh <suite> ours
+# <algorithm>` measures them.
 suites=(limits-5.8.0 limits-4.8.0 flask-limiter-4.1.1 slowapi-0.1.10 pyrate-limiter-4.4.0)
-algorithms=(slidecount slidecount slidecount slidecount slidelog)
+algorithms=(slidecount slidecount counter counter slidelog)
 # pyrate-limiter's waits have 20 ms margins, so it runs alone, after the other four.
 logs="$(mktemp -d "${TMPDIR:-/tmp}/rl-upstream-logs.XXXXXX")"
 upstream() {  # upstream <index>...: run those suites in parallel, report each

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import flask
@@ -99,6 +100,23 @@ def test_boundary_burst_stock_vs_ours(server: Server, clock: FakeClock, monkeypa
     print(f"\nFlask-Limiter boundary burst: stock {stock_admitted}, ours {ours}")
     assert stock_admitted == 16
     assert ours == {"default": 9, "algorithm=slidelog": 8, "algorithm=fixed": 16}
+
+
+def test_algorithm_counter_is_limits_own_fixed_window(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """algorithm=counter: the stock storage's window, a minute from the first hit on one
+    counter key (its end is the key's expiry on the server, so the clock is real time)."""
+    clock = FakeClock(int(time.time() * 1e6))
+    patch_time(monkeypatch, clock)
+    app, _ = make_app(uri(server, "algorithm=counter"), "5/minute", options={"clock": clock})
+    responses = statuses(app, 7, "counter-flask")
+    assert [r.status_code for r in responses] == [200] * 5 + [429] * 2
+    assert [r.headers["X-RateLimit-Remaining"] for r in responses] == ["4", "3", "2", "1", "0", "0", "0"]
+    # Flask-Limiter's int(reset + 1) - now on a reset 60 s (plus the server's few ms) away.
+    assert responses[-1].headers["Retry-After"] in ("60", "61")
+    r = server.client()
+    [counter] = r.keys("rl:limits:{LIMITER/counter-flask/*")
+    assert counter.endswith(":counter:5/1/minute") and r.get(counter) == "5"
+    assert 59_000 < r.pttl(counter) <= 60_000
 
 
 def dead_uri(query: str) -> str:

@@ -48,11 +48,12 @@ export class RedisRlThrottlerStorage {
   #policy(key, ttl, limit, blockDuration, throttlerName, tag) {
     const redisKey = tag === undefined ? tagged(this.#prefix, key) : `${tagged(this.#prefix, tag)}:${key}`;
     const policy = limitFor(this.#adapter, throttlerName, limit, ttl, redisKey);
-    // The guard passes blockDuration = ttl when none is configured: the module's own
-    // retry is then the wait. Any other value is the module's penalty box (BLOCK): once
-    // the throttler denies, every request is denied for blockDuration, spending nothing,
-    // and the retry is the block's end (the stock storage's isBlocked/timeToBlockExpire).
-    if (blockDuration !== undefined && blockDuration !== ttl) {
+    // The guard passes blockDuration = ttl when none is configured (and so for 0: it
+    // takes `blockDuration || ttl`): the module's own retry is then the wait. Any other
+    // value is the module's penalty box (BLOCK): once the throttler denies, every request
+    // is denied for blockDuration, spending nothing, and the retry is the block's end
+    // (the stock storage's isBlocked/timeToBlockExpire).
+    if (blockDuration !== undefined && blockDuration !== 0 && blockDuration !== ttl) {
       if (!Number.isInteger(blockDuration) || blockDuration < 1) {
         throw new TypeError(`${WHO}: throttler "${throttlerName}": blockDuration must be a positive number of milliseconds, got ${blockDuration}`);
       }

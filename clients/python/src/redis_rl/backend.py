@@ -26,7 +26,7 @@ redis-py reconnects silently and MODULE LOAD needs no reconnect at all, so a cha
 server cannot always be seen; a lost connection also makes the next call ask."""
 
 _FILES = {
-    "RL.FIXED": "fixed", "RL.SLIDECOUNT": "slidecount", "RL.SLIDELOG": "slidelog",
+    "RL.FIXED": "fixed", "RL.COUNTER": "counter", "RL.SLIDECOUNT": "slidecount", "RL.SLIDELOG": "slidelog",
     "RL.GCRA": "gcra", "RL.CONCURRENCY": "concurrency", "RL.THROTTLE": "throttle",
     "RL.ALL": "all",
 }

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
 
-Algorithm = Literal["SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA", "CONCURRENCY"]
-ALGORITHMS: Tuple[str, ...] = ("SLIDELOG", "SLIDECOUNT", "FIXED", "GCRA", "CONCURRENCY")
+Algorithm = Literal["SLIDELOG", "SLIDECOUNT", "FIXED", "COUNTER", "GCRA", "CONCURRENCY"]
+ALGORITHMS: Tuple[str, ...] = ("SLIDELOG", "SLIDECOUNT", "FIXED", "COUNTER", "GCRA", "CONCURRENCY")
 
 # RL.CONCURRENCY's operations on a lease (PEEK and RESET are the modes).
 LeaseOp = Literal["ACQUIRE", "RELEASE", "HEARTBEAT"]
@@ -126,6 +126,15 @@ class Limit:
     @classmethod
     def fixed(cls, name: str, key: str, limit: int, window: Window) -> Limit:
         return cls(name, "FIXED", key, limit, window_ms(window))
+
+    @classmethod
+    def counter(cls, name: str, key: str, limit: int, window: Window) -> Limit:
+        """A fixed window that starts at the key's first hit, not on a clock boundary:
+        one counter at `key` itself whose TTL is the window (the layout of `limits`',
+        express-rate-limit's and @fastify/rate-limit's Redis stores). Its end is the
+        key's expiry on the server clock, so a `clock` given to the limiter must keep
+        the server's time."""
+        return cls(name, "COUNTER", key, limit, window_ms(window))
 
     @classmethod
     def slidelog(cls, name: str, key: str, limit: int, window: Window) -> Limit:

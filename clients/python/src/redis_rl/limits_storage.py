@@ -8,9 +8,11 @@ Schemes: `redis+rl://`, `rediss+rl://` (TLS), `redis+rl+cluster://`, and each wi
 `async+` in front for `limits.aio`. Options, in the URI's query or as storage options:
 
 - `algorithm`: what the fixed-window strategy (the libraries' default) runs on:
-  `slidecount` (default), `slidelog`, `gcra` or `fixed` (RL.FIXED, for the old
-  behaviour, boundary burst included). The moving-window strategy always runs on
-  RL.SLIDELOG, the sliding-window-counter one on RL.SLIDECOUNT.
+  `slidecount` (default), `slidelog`, `gcra`, `counter` (RL.COUNTER: `limits`' own
+  fixed window, which starts at the first hit and ends when its key expires, boundary
+  burst included) or `fixed` (RL.FIXED: windows on clock boundaries). The
+  moving-window strategy always runs on RL.SLIDELOG, the sliding-window-counter one
+  on RL.SLIDECOUNT.
 - `failure`: `open` or `closed` to let the kit's failure policy decide when Redis
   cannot (reported, never raised). Without it the error is reported and raised, so
   the library's own switch decides (Flask-Limiter's and SlowAPI's `swallow_errors`,
@@ -51,7 +53,9 @@ from .connect import connect, connect_async
 from .limits import Decision, Limit
 from .shadow import Shadow
 
-ALGORITHMS = {"slidecount": "SLIDECOUNT", "slidelog": "SLIDELOG", "gcra": "GCRA", "fixed": "FIXED"}
+ALGORITHMS = {
+    "slidecount": "SLIDECOUNT", "slidelog": "SLIDELOG", "gcra": "GCRA", "counter": "COUNTER", "fixed": "FIXED",
+}
 DEFAULT_PREFIX = "rl:limits"
 _OPTIONS = ("algorithm", "failure", "shadow", "key_prefix", "backend")
 _TRUE = ("1", "true", "yes", "on")
@@ -439,7 +443,7 @@ def _moving_cost_fits(limit: int, amount: int) -> bool:
 ELASTIC_REFUSED = (
     "redis+rl: the fixed-window-elastic-expiry strategy extends the window on every hit, "
     "denied ones included; redis-rl never counts a denied request. Use fixed-window "
-    "(with algorithm=slidecount, the default, or slidelog) or moving-window instead."
+    "(with algorithm=slidecount, the default, slidelog or counter) or moving-window instead."
 )
 
 

@@ -1,0 +1,205 @@
+"""RL.COUNTER: the fixed window that starts at a key's first hit (`limits`' own layout:
+one counter at the key, TTL = window), in the kit and in the `limits` storage.
+
+Its window ends at the key's expiry on the server clock, which the module compares with
+NOW, so the clocks here start at the real time instead of T0."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, List, Tuple
+
+import pytest
+from limits import parse
+from limits.errors import ConfigurationError
+from limits.aio.strategies import FixedWindowRateLimiter as AsyncFixedWindowRateLimiter
+from limits.storage import storage_from_string
+from limits.strategies import FixedWindowRateLimiter
+
+import redis_rl.limits_storage  # noqa: F401  (registers redis+rl://)
+from conftest import FakeClock, Server, limiter_calls
+from redis_rl import AsyncRateLimiter, FailurePolicy, Limit, RateLimiter, connect, connect_async, ratelimit_headers
+from redis_rl.limits import all_command, command
+
+# How far the server's clock may run ahead of a NOW read just before a call: the
+# expiry a write sets is the server's now plus the window.
+SLACK_MS = 1000
+# NOW half a second behind the server: the window's end is then reported 0.5 s to
+# 0.5 s + SLACK_MS late, never early, so the rounded-up header seconds are fixed.
+BEHIND_US = 500_000
+
+
+@pytest.fixture
+def real_clock() -> FakeClock:
+    return FakeClock(int(time.time() * 1e6) - BEHIND_US)
+
+
+def limiter(server: Server, clock: FakeClock, **options: Any) -> RateLimiter:
+    return RateLimiter(connect(server.url), failure=FailurePolicy.CLOSED, clock=clock, **options)
+
+
+def reply(d: Any) -> Tuple[bool, int, int]:
+    return d.allowed, d.remaining, d.retry_after_ms
+
+
+def test_command_and_validation() -> None:
+    limit = Limit.counter("c", "k", 8, "1500ms")
+    assert (limit.algorithm, limit.window_ms) == ("COUNTER", 1500)
+    assert command(limit, 2, "spend", None) == ["RL.COUNTER", "k", 8, "1500ms", "COST", 2]
+    assert command(Limit.counter("c", "k", 8, 60), 1, "peek", 5) == ["RL.COUNTER", "k", 8, "60", "NOW", 5, "PEEK"]
+    assert all_command([limit, Limit.fixed("f", "j", 3, 10)], [1, 1], "spend", None) == [
+        "RL.ALL", 2, "COUNTER", "k", 8, "1500ms", "FIXED", "j", 3, "10"]
+    with pytest.raises(ValueError, match="limit must be from 1"):
+        Limit.counter("c", "k", 0, 10)
+    with pytest.raises(ValueError, match="window"):
+        Limit.counter("c", "k", 1, "soon")
+    with pytest.raises(ValueError, match="burst is a GCRA option"):
+        Limit("c", "COUNTER", "k", 1, 1000, burst=2)
+
+
+def test_window_starts_at_the_first_hit(server: Server, real_clock: FakeClock, key: str) -> None:
+    rl = limiter(server, real_clock)
+    limit = Limit.counter("c", key, 8, 10)
+    first = rl.check(limit)
+    # A whole window from the first hit, at the key itself: no clock boundary, no `:<n>`.
+    assert (reply(first), first.reset_after_ms) == ((True, 7, 0), 10000)
+    assert ratelimit_headers(first) == [("RateLimit-Policy", '"c";q=8;w=10'), ("RateLimit", '"c";r=7;t=10')]
+    c = server.client()
+    assert (c.get(key), c.keys(key + "*")) == ("1", [key])
+    assert 10000 - SLACK_MS < c.pttl(key) <= 10000
+
+    full = rl.check(limit, 7)
+    assert reply(full) == (True, 0, 0)
+    assert 10000 + BEHIND_US // 1000 <= full.reset_after_ms <= 10000 + BEHIND_US // 1000 + SLACK_MS
+    assert c.get(key) == "8"
+
+    real_clock.advance_ms(4000)
+    denied = rl.check(limit)
+    assert (denied.allowed, denied.remaining) == (False, 0)
+    assert denied.retry_after_ms == denied.reset_after_ms
+    assert 6500 <= denied.retry_after_ms <= 6500 + SLACK_MS
+    assert ratelimit_headers(denied) == [
+        ("RateLimit-Policy", '"c";q=8;w=10'), ("RateLimit", '"c";r=0;t=7'), ("Retry-After", "7")]
+    assert c.get(key) == "8"  # a denial spends nothing
+    assert rl.check(limit, 9).never
+
+    # NOW past the key's expiry: that window ended, the next hit starts a new one.
+    real_clock.advance_ms(6500 + SLACK_MS)
+    again = rl.check(limit, 2)
+    assert (reply(again), again.reset_after_ms) == ((True, 6, 0), 10000)
+    assert c.get(key) == "2"
+
+
+def test_in_rl_all(server: Server, real_clock: FakeClock, key: str) -> None:
+    rl = limiter(server, real_clock)
+    counter, fixed = Limit.counter("c", key + ":c", 2, 60), Limit.fixed("f", key + ":f", 5, 60)
+    results = [rl.check_all([counter, fixed]) for _ in range(3)]
+    assert [(d.allowed, [p.remaining for p in d.parts]) for d in results] == [
+        (True, [1, 4]), (True, [0, 3]), (False, [0, 2])]  # RL.ALL's denial: what each would leave
+    assert [p.limit.name for p in results[-1].parts if not p.allowed] == ["c"]
+    assert 60000 - SLACK_MS < results[-1].retry_after_ms <= 60000 + BEHIND_US // 1000 + SLACK_MS
+    c = server.client()
+    assert c.get(key + ":c") == "2" and 60000 - SLACK_MS < c.pttl(key + ":c") <= 60000
+
+
+def test_the_scripts_answer_it_where_the_module_is(module_server: Server, real_clock: FakeClock, key: str) -> None:
+    """backend=scripts sends counter.lua (its keys: the key itself), the module's answers."""
+    c = module_server.client()
+    answers: List[Any] = []
+    for backend in ("module", "scripts"):
+        rl = limiter(module_server, real_clock, backend=backend)
+        limit = Limit.counter("c", f"{key}:{backend}", 2, 60)
+        c.config_resetstat()
+        answers.append([(d.allowed, d.remaining, d.retry_after_ms > 60000) for d in (rl.check(limit) for _ in range(3))])
+        assert limiter_calls(c) == ({"rl.counter": 3} if backend == "module" else {"script": 3})
+        assert c.get(limit.key) == "2" and 60000 - SLACK_MS < c.pttl(limit.key) <= 60000
+    assert answers[0] == answers[1] == [(True, 1, False), (True, 0, False), (False, 0, True)]
+
+
+def test_asyncio(server: Server, real_clock: FakeClock, key: str) -> None:
+    async def run() -> List[Any]:
+        rl = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.CLOSED, clock=real_clock)
+        limit = Limit.counter("c", key, 2, 30)
+        out = [await rl.check(limit) for _ in range(3)]
+        out.append(await rl.check_all([limit]))
+        return out
+
+    first, second, denied, in_all = asyncio.run(run())
+    assert [reply(d) for d in (first, second)] == [(True, 1, 0), (True, 0, 0)]
+    assert (denied.allowed, in_all.allowed) == (False, False)
+    assert 30000 < denied.retry_after_ms <= 30000 + BEHIND_US // 1000 + SLACK_MS
+    assert server.client().get(key) == "2"
+
+
+# The `limits` storage: algorithm=counter is the library's own fixed window.
+
+def stock_and_ours(server: Server, how: str) -> Tuple[Any, Any]:
+    stock = storage_from_string(server.url)
+    if how == "uri":
+        ours = storage_from_string(server.url.replace("redis://", "redis+rl://") + "?algorithm=counter")
+    else:
+        ours = storage_from_string(server.url.replace("redis://", "redis+rl://"), algorithm="counter")
+    return stock, ours
+
+
+@pytest.mark.parametrize("how", ["uri", "option"])
+def test_storage_reports_what_the_stock_redis_storage_does(server: Server, key: str, how: str) -> None:
+    stock, ours = stock_and_ours(server, how)
+    item = parse("3/hour")  # an hour: a window on the clock's hours would end elsewhere
+    name = f"stock-vs-ours-{how}"
+    stock_hits = [stock.incr(item.key_for(name), item.get_expiry(), 1) for _ in range(4)]
+    our_hits = [ours.incr(item.key_for(name), item.get_expiry(), 1) for _ in range(4)]
+    # The same counts; the stock store counts the denied 4th hit too, we report it as
+    # the count it would make (above the limit) without spending it.
+    assert stock_hits == our_hits == [1, 2, 3, 4]
+    assert stock.get(item.key_for(name)) == 4 and ours.get(item.key_for(name)) == 3
+    now = time.time()
+    # The window ends an hour after the first hit in both (stock reads whole-second TTLs).
+    assert abs(stock.get_expiry(item.key_for(name)) - (now + 3600)) <= 1.5
+    assert abs(ours.get_expiry(item.key_for(name)) - (now + 3600)) <= 1.5
+    # Our counter is one key holding the count, as the stock one, under our prefix.
+    c = server.client()
+    [raw] = c.keys(f"rl:limits:*{name}*")
+    assert raw.endswith(":counter:3/1/hour") and c.get(raw) == "3" and 3590_000 < c.pttl(raw) <= 3600_000
+
+    ours.clear(item.key_for(name))
+    assert ours.get(item.key_for(name)) == 0 and abs(ours.get_expiry(item.key_for(name)) - time.time()) < 1
+
+
+def test_fixed_window_strategy_on_it(server: Server, key: str) -> None:
+    """limits' FixedWindowRateLimiter, stock and ours: the same answers and stats."""
+    stock, ours = stock_and_ours(server, "uri")
+    item = parse("2/minute")
+    results = []
+    for storage in (stock, ours):
+        strategy = FixedWindowRateLimiter(storage)
+        hits = [strategy.hit(item, key) for _ in range(3)]
+        stats = strategy.get_window_stats(item, key)
+        results.append((hits, stats.remaining, round(stats.reset_time - time.time())))
+    assert results[0] == results[1] == ([True, True, False], 0, 60)
+
+
+def test_fixed_window_strategy_on_limits_aio(server: Server, key: str) -> None:
+    async def run() -> Tuple[List[bool], Any]:
+        storage = storage_from_string(server.url.replace("redis://", "async+redis+rl://") + "?algorithm=counter")
+        strategy = AsyncFixedWindowRateLimiter(storage)
+        item = parse("2/minute")
+        hits = [await strategy.hit(item, key) for _ in range(3)]
+        return hits, await strategy.get_window_stats(item, key)
+
+    hits, stats = asyncio.run(run())
+    assert (hits, stats.remaining, round(stats.reset_time - time.time())) == ([True, True, False], 0, 60)
+    assert [server.client().get(k) for k in server.client().keys(f"rl:limits:*{key}*:counter:*")] == ["2"]
+
+
+def test_elastic_expiry_still_refused(server: Server) -> None:
+    _, ours = stock_and_ours(server, "uri")
+    with pytest.raises(NotImplementedError, match="slidelog or counter"):
+        ours.incr("LIMITER/x/1/1/minute", 60, elastic_expiry=True)
+
+
+def test_unknown_algorithm_names_counter(server: Server) -> None:
+    with pytest.raises(ConfigurationError, match="'counter'"):
+        storage_from_string(server.url.replace("redis://", "redis+rl://") + "?algorithm=count")
+
