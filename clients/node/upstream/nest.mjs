@@ -11,58 +11,17 @@
 //                                       and ours on `fixed` (--verbose: the failures)
 // The waits in the tests step our storage's clock (see storage.cjs); RL_UPSTREAM_REALTIME=1
 // makes them real (about 90 s a run; the stock storage always runs so).
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { startServer } from '../test/support/servers.js';
+import { count, expected, here, install, problems, run, upstream } from './common.mjs';
 
 const NAME = 'nestjs-throttler-6';
 const TARBALL = 'nestjs-throttler-6.5.1';
-const here = dirname(fileURLToPath(import.meta.url));
 const suiteDir = join(here, NAME);
-const top = resolve(here, '../../..');
-const upstream = resolve(top, process.env.RL_UPSTREAM_SRC ?? '../shared/upstream');
-const deps = join(top, '.tools/upstream-node', NAME);
-
-// The next four are run.mjs's, which exports nothing.
-function install() {
-  const want = readFileSync(join(suiteDir, 'package.json'), 'utf8');
-  const stamp = join(deps, 'package.json');
-  if (existsSync(join(deps, 'node_modules')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
-  mkdirSync(deps, { recursive: true });
-  writeFileSync(stamp, want);
-  console.log(`upstream ${NAME}: installing its test dependencies into ${deps}`);
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--loglevel=error'], { cwd: deps, stdio: 'inherit' });
-}
-
-function run(cmd, args, { cwd, env }) {
-  return new Promise((ok, fail) => {
-    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { out += d; });
-    child.on('error', fail);
-    child.on('close', (code) => ok({ code, out }));
-  });
-}
-
-/** expected-differences.txt: `test name :: why`, one per line; # starts a comment. */
-function expected(list) {
-  const file = join(suiteDir, list);
-  if (!existsSync(file)) return new Map();
-  return new Map(readFileSync(file, 'utf8').split('\n')
-    .filter((l) => l.trim() && !l.startsWith('#'))
-    .map((l) => {
-      const at = l.lastIndexOf(' :: ');
-      if (at < 0) throw new Error(`${file}: "${l}" has no " :: why"`);
-      return [l.slice(0, at).trim(), l.slice(at + 4).trim()];
-    }));
-}
-
-const count = (tests) => `${tests.filter((t) => t.status === 'passed').length} / ${tests.filter((t) => t.status !== 'skipped').length}`;
 
 async function runSuite(server, store, algorithm) {
   const scratch = mkdtempSync(join(tmpdir(), 'rl-upstream-'));
@@ -125,7 +84,7 @@ if (!existsSync(join(upstream, `${TARBALL}.tar.gz`))) {
   console.log(`upstream ${NAME}: skipped, no ${TARBALL}.tar.gz in ${upstream} (set RL_UPSTREAM_SRC to the folder holding it)`);
   process.exit(0);
 }
-install();
+const deps = install(NAME);
 const server = await startServer();
 let failed = false;
 const started = Date.now();
@@ -148,19 +107,11 @@ try {
     // the storage's, not the algorithm's.
     for (const [algorithm, list] of [[undefined, 'expected-differences.txt'], ['fixed', 'expected-differences.fixed.txt']]) {
       const tests = await runSuite(server, 'ours', algorithm);
-      const listed = expected(list);
-      const seen = new Set(tests.map((t) => t.name));
-      const problems = [];
-      for (const t of tests) {
-        if (t.status === 'failed' && !listed.has(t.name)) problems.push(`FAILED, not listed: ${t.name}\n      ${String(t.error ?? '').split('\n').slice(0, 6).join('\n      ')}`);
-        if (t.status === 'passed' && listed.has(t.name)) problems.push(`PASSED, but listed (remove it from ${list}): ${t.name}`);
-      }
-      for (const n of listed.keys()) if (!seen.has(n)) problems.push(`listed, but no such test ran: ${n}`);
-      // A suite that ran nothing (a broken config) must not look green.
-      if (!tests.length) problems.push('no tests ran');
-      console.log(`upstream ${NAME}${algorithm ? ` (${algorithm})` : ''}: ${count(tests)} passed, ${listed.size} expected differences (${list}), ${problems.length ? 'FAILED' : 'ok'} (${secs()})`);
-      for (const p of problems) console.log(`  ${p}`);
-      if (problems.length) failed = true;
+      const listed = expected(join(suiteDir, list));
+      const found = problems(tests, listed, list);
+      console.log(`upstream ${NAME}${algorithm ? ` (${algorithm})` : ''}: ${count(tests)} passed, ${listed.size} expected differences (${list}), ${found.length ? 'FAILED' : 'ok'} (${secs()})`);
+      for (const p of found) console.log(`  ${p}`);
+      if (found.length) failed = true;
     }
   }
 } finally {

@@ -9,17 +9,13 @@
 //                                              expected-differences.txt
 //   node upstream/run.mjs --measure [suite…]   counts for the stock store, ours (default
 //                                              algorithm) and ours with 'counter'
-import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startServer } from '../test/support/servers.js';
+import { count, expected, here, install, problems, run, upstream } from './common.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const top = resolve(here, '../../..');
-const upstream = resolve(top, process.env.RL_UPSTREAM_SRC ?? '../shared/upstream');
-const tools = resolve(top, '.tools/upstream-node');
 const kitModules = resolve(here, '../node_modules');
 
 const jest = (files, extra = {}) => ({
@@ -48,33 +44,10 @@ const SUITES = {
   'fastify-rate-limit-10': { runner: 'node-test', tarball: 'fastify-rate-limit-10.3.0', libraryAlgorithm: 'counter', enforcedFiles: FASTIFY_10_ENFORCED },
 };
 
-function install(name) {
-  const want = readFileSync(join(here, name, 'package.json'), 'utf8');
-  const dir = join(tools, name);
-  const stamp = join(dir, 'package.json');
-  if (existsSync(join(dir, 'node_modules')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return dir;
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(stamp, want);
-  console.log(`upstream ${name}: installing its test dependencies into ${dir}`);
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--loglevel=error'], { cwd: dir, stdio: 'inherit' });
-  return dir;
-}
-
 function unpack(suite) {
   const scratch = mkdtempSync(join(tmpdir(), 'rl-upstream-'));
   execFileSync('tar', ['xzf', join(upstream, `${suite.tarball}.tar.gz`), '-C', scratch]);
   return join(scratch, suite.tarball);
-}
-
-function run(cmd, args, { cwd, env }) {
-  return new Promise((ok, fail) => {
-    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { out += d; });
-    child.on('error', fail);
-    child.on('close', (code) => ok({ code, out }));
-  });
 }
 
 async function runJest(name, suite, root, env) {
@@ -143,27 +116,6 @@ async function runSuite(name, server, store, algorithm, files) {
   }
 }
 
-/**
- * expected-differences.txt: `test name :: why`, one per line; # starts a comment. A line
- * that starts with `~ ` is a test whose outcome depends on real time on the Redis server
- * (a key's TTL running out between two requests of a test on a frozen fake clock, which
- * fails on the stock store too): it may pass or fail here.
- */
-function expected(name) {
-  const file = join(here, name, 'expected-differences.txt');
-  if (!existsSync(file)) return new Map();
-  return new Map(readFileSync(file, 'utf8').split('\n')
-    .filter((l) => l.trim() && !l.startsWith('#'))
-    .map((l) => {
-      const at = l.lastIndexOf(' :: ');
-      if (at < 0) throw new Error(`${file}: "${l}" has no " :: why"`);
-      const either = l.startsWith('~ ');
-      return [l.slice(either ? 2 : 0, at).trim(), { why: l.slice(at + 4).trim(), either }];
-    }));
-}
-
-const count = (tests) => `${tests.filter((t) => t.status === 'passed').length} / ${tests.filter((t) => t.status !== 'skipped').length}`;
-
 const args = process.argv.slice(2);
 const measure = args.includes('--measure');
 const verbose = args.includes('--verbose');
@@ -194,18 +146,12 @@ try {
     // left is a raw-key read, the stock boundary burst, or the environment; the default
     // algorithm's numbers are --measure's.
     const tests = await runSuite(name, server, 'ours', SUITES[name].libraryAlgorithm, SUITES[name].enforcedFiles);
-    const listed = expected(name);
-    const seen = new Set(tests.map((t) => t.name));
-    const problems = [];
-    for (const t of tests) {
-      if (t.status === 'failed' && !listed.has(t.name)) problems.push(`FAILED, not listed: ${t.name}\n      ${String(t.error ?? '').split('\n').slice(0, 6).join('\n      ')}`);
-      if (t.status === 'passed' && listed.has(t.name) && !listed.get(t.name).either) problems.push(`PASSED, but listed (remove it from expected-differences.txt): ${t.name}`);
-    }
-    for (const n of listed.keys()) if (!seen.has(n)) problems.push(`listed, but no such test ran: ${n}`);
+    const listed = expected(join(here, name, 'expected-differences.txt'));
+    const found = problems(tests, listed, 'expected-differences.txt');
     const secs = ((Date.now() - started) / 1000).toFixed(0);
-    console.log(`upstream ${name}: ${count(tests)} passed, ${listed.size} expected differences, ${problems.length ? 'FAILED' : 'ok'} (${secs} s)`);
-    for (const p of problems) console.log(`  ${p}`);
-    if (problems.length) failed = true;
+    console.log(`upstream ${name}: ${count(tests)} passed, ${listed.size} expected differences, ${found.length ? 'FAILED' : 'ok'} (${secs} s)`);
+    for (const p of found) console.log(`  ${p}`);
+    if (found.length) failed = true;
   }
 } finally {
   await server.stop();
