@@ -398,13 +398,8 @@ impl RateLimiter {
         };
         // Quantity 0 only reports: it is no decision.
         if self.metrics && quantity > 0 {
-            let outcome = match (throttle.source, throttle.limited) {
-                (Source::Failure, false) => Outcome::FailureOpen,
-                (Source::Failure, true) => Outcome::FailureClosed,
-                (_, false) => Outcome::Allowed,
-                (_, true) if self.shadow => Outcome::ShadowDenied,
-                (_, true) => Outcome::Denied,
-            };
+            let failed = throttle.source == Source::Failure;
+            let outcome = Outcome::of(failed, !throttle.limited, self.shadow);
             let name = format!("throttle:{count}/{period_s}s");
             metrics::record_named(name, outcome, self.on_scripts(), Some(started.elapsed()));
         }
@@ -554,13 +549,8 @@ impl RateLimiter {
             Err(error) => self.fail(error, command),
         };
         if self.metrics && counted {
-            let outcome = match (decision.source, decision.allowed) {
-                (Source::Failure, true) => Outcome::FailureOpen,
-                (Source::Failure, false) => Outcome::FailureClosed,
-                (_, true) => Outcome::Allowed,
-                (_, false) if self.shadow => Outcome::ShadowDenied,
-                (_, false) => Outcome::Denied,
-            };
+            let failed = decision.source == Source::Failure;
+            let outcome = Outcome::of(failed, decision.allowed, self.shadow);
             metrics::record(&entry.limits, outcome, self.on_scripts(), Some(took));
         }
         decision

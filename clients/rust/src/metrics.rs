@@ -28,6 +28,18 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// A decision's outcome: from the failure policy (`failed`), else from Redis, where
+    /// shadow mode turns a denial into `shadow_denied`.
+    pub(crate) fn of(failed: bool, allowed: bool, shadow: bool) -> Outcome {
+        match (failed, allowed) {
+            (true, true) => Outcome::FailureOpen,
+            (true, false) => Outcome::FailureClosed,
+            (false, true) => Outcome::Allowed,
+            (false, false) if shadow => Outcome::ShadowDenied,
+            (false, false) => Outcome::Denied,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Outcome::Allowed => "allowed",
