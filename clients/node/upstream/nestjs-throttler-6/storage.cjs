@@ -30,8 +30,11 @@ let offset = 0;
 function clockFrom() {
   let first; // [Date.now(), offset] at the first reading
   return () => {
-    first ??= [Date.now(), offset];
-    return START + (Date.now() - first[0]) + (offset - first[1]);
+    // One reading of Date.now(): two could straddle a millisecond and move the first
+    // call off the window's start (a test's answer would then depend on the machine's load).
+    const wall = Date.now();
+    first ??= [wall, offset];
+    return START + (wall - first[0]) + (offset - first[1]);
   };
 }
 if (virtual) {
