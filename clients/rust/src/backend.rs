@@ -31,6 +31,7 @@ pub(crate) struct LimiterScript {
 fn script(name: &str) -> Option<&'static str> {
     Some(match name {
         "RL.FIXED" => include_str!("../scripts/fixed.lua"),
+        "RL.COUNTER" => include_str!("../scripts/counter.lua"),
         "RL.SLIDECOUNT" => include_str!("../scripts/slidecount.lua"),
         "RL.SLIDELOG" => include_str!("../scripts/slidelog.lua"),
         "RL.GCRA" => include_str!("../scripts/gcra.lua"),
@@ -125,5 +126,10 @@ mod tests {
         );
         assert_eq!(script.sha.len(), 40);
         assert!(as_script(&redis::cmd("RL.PSEUDONYM"), &[]).is_none());
+        // RL.COUNTER has its own script, with the key at KEYS[1] as for every limiter.
+        let mut counter = redis::cmd("RL.COUNTER");
+        counter.arg("rl:{u}").arg(2).arg("60");
+        let (_, script) = as_script(&counter, &["rl:{u}"]).unwrap();
+        assert!(script.source.contains("return main('counter')"));
     }
 }

@@ -83,10 +83,16 @@ impl DenyCache {
             .limits
             .iter()
             .any(|l| l.algorithm == crate::Algorithm::Concurrency);
+        // A call while such a block holds moves its end: answered here, it would not.
+        let growing = entry.limits.iter().any(|l| {
+            l.block
+                .is_some_and(|b| b.growth != crate::limit::Growth::Fixed)
+        });
         if decision.allowed
             || decision.retry_after_ms <= 0
             || decision.source != Source::Redis
             || concurrency
+            || growing
         {
             return;
         }
@@ -230,6 +236,23 @@ mod tests {
         cache.remember(entry("b"), 0, &denial(1000));
         cache.forget(&entry("b").limits);
         assert!(cache.lookup(&entry("b"), 1).is_none());
+    }
+
+    #[test]
+    fn a_block_that_grows_while_held_is_not_remembered() {
+        let cache = DenyCache::new(10);
+        let boxed = |block: crate::Block| Entry {
+            limits: vec![Limit::counter("c", "k", 1, Duration::from_secs(10)).block(block)],
+            costs: vec![1],
+            all: false,
+        };
+        let thirty = crate::Block::new(Duration::from_secs(30));
+        // A plain block ends where it said: its denial holds until then.
+        cache.remember(boxed(thirty), 0, &denial(30_000));
+        assert!(cache.lookup(&boxed(thirty), 1).is_some());
+        // EXTEND: the server would restart the block on this call; only it can.
+        cache.remember(boxed(thirty.extend()), 0, &denial(30_000));
+        assert!(cache.lookup(&boxed(thirty.extend()), 1).is_none());
     }
 
     #[test]

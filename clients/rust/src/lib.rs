@@ -30,7 +30,7 @@ pub use headers::{ratelimit_headers, Headers};
 pub use key::{GlobalKeyExtractor, KeyExtractor, PeerIpKeyExtractor, SmartIpKeyExtractor};
 #[cfg(feature = "tower")]
 pub use layer::{RateLimit, RateLimitLayer, RequestId, ShadowHandler};
-pub use limit::{Algorithm, LeaseOp, Limit, Mode};
+pub use limit::{Algorithm, Block, Growth, LeaseOp, Limit, Mode};
 pub use limiter::{
     Clock, Cost, FailureHandler, FailurePolicy, RateLimiter, Unavailable, DEFAULT_TIMEOUT,
 };

@@ -10,13 +10,15 @@ const MAX_MEMBERS: u64 = 1_000_000;
 const MAX_LOG_COST: u64 = 1_000;
 const MAX_WINDOW: Duration = Duration::from_secs(315_360_000);
 
-/// The module's limiters. `Concurrency` counts requests in flight (RL.CONCURRENCY); its
-/// window is the lease's time to live.
+/// The module's limiters. `Counter` is a fixed window that starts at a caller's first hit
+/// (RL.COUNTER). `Concurrency` counts requests in flight (RL.CONCURRENCY); its window is
+/// the lease's time to live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     SlideLog,
     SlideCount,
     Fixed,
+    Counter,
     Gcra,
     Concurrency,
 }
@@ -28,6 +30,7 @@ impl Algorithm {
             Algorithm::SlideLog => "SLIDELOG",
             Algorithm::SlideCount => "SLIDECOUNT",
             Algorithm::Fixed => "FIXED",
+            Algorithm::Counter => "COUNTER",
             Algorithm::Gcra => "GCRA",
             Algorithm::Concurrency => "CONCURRENCY",
         }
@@ -38,6 +41,7 @@ impl Algorithm {
             Algorithm::SlideLog => "RL.SLIDELOG",
             Algorithm::SlideCount => "RL.SLIDECOUNT",
             Algorithm::Fixed => "RL.FIXED",
+            Algorithm::Counter => "RL.COUNTER",
             Algorithm::Gcra => "RL.GCRA",
             Algorithm::Concurrency => "RL.CONCURRENCY",
         }
@@ -56,6 +60,8 @@ pub enum Mode {
     Refund,
     /// Clear the limiter's state, then answer as `Peek` on an empty limiter.
     Reset,
+    /// Start the limit's [`Block`] now, whatever the limiter says (needs a block).
+    Impose,
 }
 
 impl Mode {
@@ -65,6 +71,51 @@ impl Mode {
             Mode::Peek => Some("PEEK"),
             Mode::Refund => Some("REFUND"),
             Mode::Reset => Some("RESET"),
+            Mode::Impose => Some("IMPOSE"),
+        }
+    }
+}
+
+/// BLOCK, the penalty box: a spending call the limit denies refuses every call on the
+/// limit for `duration` (its counters cleared, so the budget is full when it ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Block {
+    pub duration: Duration,
+    pub growth: Growth,
+}
+
+/// What a call made while blocked does to the block's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Growth {
+    /// Nothing: the block ends `duration` after the denial that started it.
+    #[default]
+    Fixed,
+    /// `EXTEND`: every call while blocked restarts it (fastify's `continueExceeding`).
+    Extend,
+    /// `BACKOFF max`: the k-th denied call makes it end `duration × 2^(k−1)` after
+    /// that call, at most `max` after it (fastify's `exponentialBackoff`).
+    Backoff(Duration),
+}
+
+impl Block {
+    pub fn new(duration: Duration) -> Self {
+        Block {
+            duration,
+            growth: Growth::Fixed,
+        }
+    }
+
+    pub fn extend(self) -> Self {
+        Block {
+            growth: Growth::Extend,
+            ..self
+        }
+    }
+
+    pub fn backoff(self, max: Duration) -> Self {
+        Block {
+            growth: Growth::Backoff(max),
+            ..self
         }
     }
 }
@@ -84,6 +135,8 @@ pub struct Limit {
     pub window: Duration,
     /// GCRA only: how many may come at once (default `limit`).
     pub burst: Option<u64>,
+    /// The penalty box after a denial (every algorithm but concurrency).
+    pub block: Option<Block>,
 }
 
 impl Limit {
@@ -101,6 +154,7 @@ impl Limit {
             limit,
             window,
             burst: None,
+            block: None,
         }
     }
 
@@ -112,6 +166,18 @@ impl Limit {
         window: Duration,
     ) -> Self {
         Self::new(name, Algorithm::Fixed, key, limit, window)
+    }
+
+    /// RL.COUNTER: a fixed window that starts at the key's first hit and ends when the
+    /// key expires (one counter at `key` itself, whose TTL is the window), the layout of
+    /// rate-limit-redis and Python `limits`.
+    pub fn counter(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
+        Self::new(name, Algorithm::Counter, key, limit, window)
     }
 
     /// RL.SLIDELOG: an exact sliding window.
@@ -153,6 +219,12 @@ impl Limit {
         ttl: Duration,
     ) -> Self {
         Self::new(name, Algorithm::Concurrency, key, limit, ttl)
+    }
+
+    /// `BLOCK`: after a denied spending call, refuse every call for a while.
+    pub fn block(mut self, block: Block) -> Self {
+        self.block = Some(block);
+        self
     }
 
     /// GCRA's `BURST`.
@@ -209,10 +281,33 @@ impl Limit {
         }
         match self.burst {
             Some(_) if self.algorithm != Algorithm::Gcra => {
-                invalid(format!("{} takes no burst", self.algorithm.command()))
+                return invalid(format!("{} takes no burst", self.algorithm.command()))
             }
             Some(b) if b == 0 || b > MAX_NUMBER => {
-                invalid(format!("the burst must be from 1 to {MAX_NUMBER}, not {b}"))
+                return invalid(format!("the burst must be from 1 to {MAX_NUMBER}, not {b}"))
+            }
+            _ => {}
+        }
+        let Some(block) = self.block else {
+            return Ok(());
+        };
+        // A full concurrency limit means work in flight, not a misbehaving caller.
+        if self.algorithm == Algorithm::Concurrency {
+            return invalid("RL.CONCURRENCY takes no block".into());
+        }
+        let bad_duration = |d: Duration| d.is_zero() || d > MAX_WINDOW;
+        if bad_duration(block.duration) {
+            return invalid(format!(
+                "the block must be from 1 ms to ten years, not {:?}",
+                block.duration
+            ));
+        }
+        match block.growth {
+            Growth::Backoff(max) if bad_duration(max) || ms(max) < ms(block.duration) => {
+                invalid(format!(
+                    "the backoff's maximum must be from the block's {:?} to ten years, not {max:?}",
+                    block.duration
+                ))
             }
             _ => Ok(()),
         }
@@ -242,27 +337,15 @@ impl Limit {
 
     /// The window in whole milliseconds, rounded up (the module's resolution).
     pub fn window_ms(&self) -> u64 {
-        let ms = self.window.as_millis();
-        let ms = if self.window > Duration::from_millis(ms as u64) {
-            ms + 1
-        } else {
-            ms
-        };
-        u64::try_from(ms).unwrap_or(u64::MAX)
+        ms(self.window)
     }
 
-    /// Whole seconds go as seconds, so that RL.FIXED names its window key in seconds as
-    /// the Lua scripts do; anything else as `<n>ms`.
     pub(crate) fn window_arg(&self) -> String {
-        let ms = self.window_ms();
-        if ms.is_multiple_of(1000) {
-            (ms / 1000).to_string()
-        } else {
-            format!("{ms}ms")
-        }
+        duration_arg(self.window)
     }
 
-    /// `<key> <limit> <window> [BURST b] [COST n]`, shared by single calls and RL.ALL.
+    /// `<key> <limit> <window> [BURST b] [COST n] [BLOCK d [EXTEND | BACKOFF max]]`,
+    /// shared by single calls and RL.ALL.
     fn spec(&self, cmd: &mut redis::Cmd, cost: u64) {
         cmd.arg(&self.key).arg(self.limit).arg(self.window_arg());
         if let Some(burst) = self.burst {
@@ -271,10 +354,44 @@ impl Limit {
         if cost != 1 && self.algorithm != Algorithm::Concurrency {
             cmd.arg("COST").arg(cost);
         }
+        if let Some(block) = self.block {
+            cmd.arg("BLOCK").arg(duration_arg(block.duration));
+            match block.growth {
+                Growth::Fixed => {}
+                Growth::Extend => {
+                    cmd.arg("EXTEND");
+                }
+                Growth::Backoff(max) => {
+                    cmd.arg("BACKOFF").arg(duration_arg(max));
+                }
+            }
+        }
     }
 }
 
-/// `RL.<ALGO> key limit window [BURST b] [COST n] [NOW t] [PEEK|REFUND|RESET]`.
+/// A duration in whole milliseconds, rounded up (the module's resolution).
+fn ms(duration: Duration) -> u64 {
+    let ms = duration.as_millis();
+    let ms = if duration > Duration::from_millis(ms as u64) {
+        ms + 1
+    } else {
+        ms
+    };
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+/// Whole seconds go as seconds, so that RL.FIXED names its window key in seconds as the
+/// Lua scripts do; anything else as `<n>ms`.
+fn duration_arg(duration: Duration) -> String {
+    let ms = ms(duration);
+    if ms.is_multiple_of(1000) {
+        (ms / 1000).to_string()
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// `RL.<ALGO> key limit window [BURST b] [COST n] [BLOCK …] [NOW t] [PEEK|REFUND|RESET|IMPOSE]`.
 pub(crate) fn command(limit: &Limit, cost: u64, mode: Mode, now_us: Option<i64>) -> redis::Cmd {
     let mut cmd = redis::cmd(limit.algorithm.command());
     limit.spec(&mut cmd, cost);
@@ -399,6 +516,74 @@ mod tests {
     }
 
     #[test]
+    fn counter_commands() {
+        let counter = Limit::counter("c", "rl:{u}:c", 8, Duration::from_millis(1500));
+        assert_eq!(
+            words(&command(
+                &counter,
+                2,
+                Mode::Reset,
+                Some(1_700_000_000_000_000)
+            )),
+            [
+                "RL.COUNTER",
+                "rl:{u}:c",
+                "8",
+                "1500ms",
+                "COST",
+                "2",
+                "NOW",
+                "1700000000000000",
+                "RESET"
+            ]
+        );
+        let fixed = Limit::fixed("f", "rl:{u}:f", 3, Duration::from_secs(10));
+        assert_eq!(
+            words(&all_command(
+                &[counter, fixed],
+                &[1, 1],
+                Mode::Spend,
+                None,
+                None
+            )),
+            ["RL.ALL", "2", "COUNTER", "rl:{u}:c", "8", "1500ms", "FIXED", "rl:{u}:f", "3", "10"]
+        );
+    }
+
+    #[test]
+    fn block_commands() {
+        let s = Duration::from_secs(1);
+        let boxed = Limit::counter("c", "k", 2, 10 * s).block(Block::new(30 * s));
+        assert_eq!(
+            words(&command(&boxed, 1, Mode::Impose, None)),
+            ["RL.COUNTER", "k", "2", "10", "BLOCK", "30", "IMPOSE"]
+        );
+        let extend = boxed
+            .clone()
+            .block(Block::new(Duration::from_millis(1500)).extend());
+        assert_eq!(
+            words(&command(&extend, 3, Mode::Spend, None))[4..],
+            ["COST", "3", "BLOCK", "1500ms", "EXTEND"]
+        );
+        let backoff = Limit::gcra("g", "j", 5, s)
+            .burst(1)
+            .block(Block::new(s).backoff(60 * s));
+        assert_eq!(
+            words(&all_command(
+                &[backoff, boxed],
+                &[1, 1],
+                Mode::Peek,
+                None,
+                None
+            )),
+            [
+                "RL.ALL", "2", "GCRA", "j", "5", "1", "BURST", "1", "BLOCK", "1", "BACKOFF", "60",
+                "COUNTER", "k", "2", "10", "BLOCK", "30", "PEEK"
+            ]
+        );
+    }
+
+    #[test]
     fn all_and_lease_commands() {
         let a = Limit::slidecount("m", "rl:{u}:m", 100, Duration::from_secs(60));
         let c = Limit::concurrency("c", "rl:{u}:c", 5, Duration::from_secs(30));
@@ -464,6 +649,17 @@ mod validation {
         assert!(reason(&Limit::gcra("g", "k", 2_000_000, s)).contains("1 µs apart"));
         assert!(reason(&Limit::gcra("g", "k", 1, s).burst(0)).contains("burst"));
         assert!(reason(&Limit::fixed("f", "k", 1, s).burst(2)).contains("takes no burst"));
+        assert!(
+            reason(&Limit::counter("c", "k", 1, s).burst(2)).contains("RL.COUNTER takes no burst")
+        );
+        assert!(reason(&Limit::counter("c", "k", 0, s)).contains("for RL.COUNTER"));
+        let boxed = |b: Block| Limit::counter("c", "k", 1, s).block(b);
+        assert!(reason(&boxed(Block::new(Duration::ZERO))).contains("the block must be"));
+        assert!(reason(&boxed(Block::new(eleven_years))).contains("the block must be"));
+        assert!(reason(&boxed(Block::new(2 * s).backoff(s))).contains("backoff's maximum"));
+        assert!(boxed(Block::new(s).backoff(s)).validate().is_ok());
+        let leases = Limit::concurrency("l", "k", 1, s).block(Block::new(s));
+        assert!(reason(&leases).contains("RL.CONCURRENCY takes no block"));
         // The largest of each is accepted.
         assert!(Limit::slidelog("l", "k", 1_000_000, s).validate().is_ok());
         assert!(Limit::gcra("g", "k", 1_000_000, s)
@@ -471,6 +667,9 @@ mod validation {
             .validate()
             .is_ok());
         assert!(Limit::fixed("f", "k", 1_000_000_000_000_000, MAX_WINDOW)
+            .validate()
+            .is_ok());
+        assert!(Limit::counter("c", "k", 1_000_000_000_000_000, MAX_WINDOW)
             .validate()
             .is_ok());
     }

@@ -217,6 +217,11 @@ impl RateLimiter {
         self.call(limit, 1, Mode::Reset).await
     }
 
+    /// Start the limit's block now, whatever the limiter says (`IMPOSE`).
+    pub async fn impose(&self, limit: &Limit) -> Decision {
+        self.call(limit, 1, Mode::Impose).await
+    }
+
     /// One limit, any mode. A concurrency limit takes only `Peek` and `Reset` here; its
     /// leases go through [`RateLimiter::acquire`] and friends.
     pub async fn call(&self, limit: &Limit, cost: u64, mode: Mode) -> Decision {
@@ -225,6 +230,9 @@ impl RateLimiter {
             misuse(Error::InvalidCall(
                 "a concurrency limit takes a lease id (acquire/release)",
             ));
+        }
+        if mode == Mode::Impose && limit.block.is_none() {
+            misuse(Error::InvalidCall("IMPOSE needs a limit with a block"));
         }
         checked(limit, cost);
         let entry = Entry {
@@ -287,6 +295,9 @@ impl RateLimiter {
         }
         for (limit, &cost) in limits.iter().zip(&costs) {
             checked(limit, cost);
+        }
+        if mode == Mode::Impose && limits.iter().all(|l| l.block.is_none()) {
+            misuse(Error::InvalidCall("IMPOSE needs a limit with a block"));
         }
         let leased = limits.iter().any(|l| l.algorithm == Algorithm::Concurrency);
         if leased && lease.is_none() && matches!(mode, Mode::Spend | Mode::Refund) {
@@ -517,7 +528,7 @@ impl RateLimiter {
         let instant = now.unwrap_or_else(monotonic_us);
         if let Some(cache) = &self.deny_cache {
             match mode {
-                Mode::Refund | Mode::Reset => cache.forget(&entry.limits),
+                Mode::Refund | Mode::Reset | Mode::Impose => cache.forget(&entry.limits),
                 Mode::Spend | Mode::Peek => {
                     if let Some(hit) = cache.lookup(&entry, instant) {
                         if self.metrics && counted {

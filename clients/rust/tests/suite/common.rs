@@ -36,6 +36,10 @@ impl FakeClock {
     pub fn new() -> Self {
         FakeClock(Arc::new(AtomicI64::new(T0)))
     }
+    /// Starting at `start` (unix µs).
+    pub fn at(start: i64) -> Self {
+        FakeClock(Arc::new(AtomicI64::new(start)))
+    }
     pub fn now(&self) -> i64 {
         self.0.load(Ordering::SeqCst)
     }

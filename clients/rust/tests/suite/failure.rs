@@ -243,6 +243,25 @@ async fn mistakes_are_raised_to_the_caller_never_sent_to_the_failure_policy() {
             .await
             .is_some()
     );
+    // IMPOSE on limits without a block.
+    for all in [false, true] {
+        let rl = reports.limiter(&url, FailurePolicy::Open);
+        let imposed = panic_of(async move {
+            let counter = Limit::counter("c", "rl:{bad}:n", 5, Duration::from_secs(30));
+            if all {
+                rl.check_all(&[counter, limit()], 1, redis_rl_client::Mode::Impose)
+                    .await
+            } else {
+                rl.impose(&counter).await
+            }
+        })
+        .await
+        .expect("IMPOSE without a block was sent");
+        assert!(
+            imposed.contains("IMPOSE needs a limit with a block"),
+            "{imposed}"
+        );
+    }
     // Nothing reached Redis, and the failure policy decided nothing.
     assert!(reports.seen().is_empty(), "{:?}", reports.seen());
     let calls: String = server.query(redis::cmd("INFO").arg("commandstats"));

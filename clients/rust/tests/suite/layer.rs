@@ -33,7 +33,7 @@ async fn handler(Extension(decision): Extension<Decision>) -> String {
     )
 }
 
-fn app(layer: RateLimitLayer<impl KeyExtractor>) -> Router {
+pub(crate) fn app(layer: RateLimitLayer<impl KeyExtractor>) -> Router {
     Router::new().route("/", get(handler)).layer(layer)
 }
 
@@ -45,7 +45,7 @@ fn request() -> Request<Body> {
         .unwrap()
 }
 
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, HeaderMap, String) {
+pub(crate) async fn send(app: &Router, req: Request<Body>) -> (StatusCode, HeaderMap, String) {
     let response: Response<Body> = app.clone().oneshot(req).await.unwrap();
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
@@ -56,13 +56,13 @@ async fn send(app: &Router, req: Request<Body>) -> (StatusCode, HeaderMap, Strin
     )
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).map(|v| v.to_str().unwrap())
 }
 
 /// How many times the server ran `command`; on the scripts backend, a limiter command
 /// is its script (EVALSHA), and RL.PSEUDONYM is computed in the app (0).
-fn calls(server: &Server, command: &str) -> u64 {
+pub(crate) fn calls(server: &Server, command: &str) -> u64 {
     let command = match (crate::common::scripts_backend(), command) {
         (true, "rl.pseudonym") => return 0,
         (true, _) => "evalsha",
@@ -183,7 +183,7 @@ async fn several_limits_are_one_rl_all() {
 
 /// Limits by an API key header, as a tower-governor user would write it.
 #[derive(Clone)]
-struct ApiKey;
+pub(crate) struct ApiKey;
 
 impl KeyExtractor for ApiKey {
     type Key = String;

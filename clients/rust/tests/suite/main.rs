@@ -9,6 +9,7 @@ mod backend;
 mod cluster;
 mod commands;
 mod concurrency;
+mod counter;
 mod deny_cache;
 mod example;
 mod failure;
