@@ -15,10 +15,11 @@ use common::*;
 
 const S: u64 = 1_000_000;
 
-/// The four limiters that take BLOCK: (command, `<key> <limit> <window>` for a budget
-/// of 2 per 60 s).
-const LIMITERS: [(&str, &str); 5] = [
+/// The limiters that take BLOCK: (command, `<key> <limit> <window>` for a budget of 2
+/// per 60 s).
+const LIMITERS: [(&str, &str); 6] = [
     ("RL.FIXED", "rl:{u}:fix 2 60"),
+    ("RL.COUNTER", "rl:{u}:ctr 2 60"),
     ("RL.SLIDECOUNT", "rl:{u}:cnt 2 60"),
     ("RL.SLIDELOG", "rl:{u}:log 2 60"),
     ("RL.GCRA", "rl:{u}:gcra 2 60"),
@@ -651,4 +652,45 @@ fn keyspace_events_name_exactly_the_keys_written() {
         events(&mut sub, c, &line(T0 + 3 * S, "RESET"), 7),
         [ev("del", "rl:{n}:block")]
     );
+}
+
+/// A block key's TTL is the time left rounded up to a whole millisecond, so that the key
+/// never expires before the block ends: a strike 1.999 ms before the end writes a TTL of
+/// 2 ms. Read where two TIME replies around the call and PEXPIRETIME fall in one
+/// millisecond, so that the server's now is known to the millisecond.
+#[test]
+fn a_block_keys_ttl_rounds_the_time_left_up() {
+    let s = Server::start();
+    let c = &mut s.conn();
+    let (cmd, args) = LIMITERS[0];
+    let end = T0 + S + 300 * S;
+    let mut seen = 0;
+    for _ in 0..200 {
+        let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
+        let block = start_block(c, cmd, args, "STRIKES");
+        let mut p = redis::pipe();
+        p.cmd("TIME");
+        let mut call = redis::cmd(cmd);
+        for w in format!("{args} BLOCK 300 STRIKES NOW {}", end - 1_999).split(' ') {
+            call.arg(w);
+        }
+        p.add_command(call).ignore();
+        p.cmd("PEXPIRETIME").arg(&block).cmd("TIME");
+        let (before, at, after): ((u64, u64), i64, (u64, u64)) = p.query(c).unwrap();
+        let ms = |t: (u64, u64)| (t.0 * 1000 + t.1 / 1000) as i64;
+        if ms(before) != ms(after) || at < 0 {
+            continue;
+        }
+        assert_eq!(
+            at - ms(before),
+            2,
+            "expiry {at} at server ms {}",
+            ms(before)
+        );
+        seen += 1;
+        if seen == 5 {
+            return;
+        }
+    }
+    panic!("only {seen} readings inside one millisecond");
 }

@@ -982,10 +982,51 @@ differential_tests! {
 /// without a TTL by a foreign INCR are in the mix.
 #[test]
 fn counter_matches_the_module() {
+    let o = counter_run(seed("counter"), false);
+    assert!(o.admitted > 300 && o.denied > 300 && o.renewed > 50 && o.untimed > 20);
+}
+
+/// The same with a penalty box on three identities of four (EXTEND, BACKOFF, STRIKES at
+/// random, IMPOSE among the modes), on RL.COUNTER and on RL.ALL's COUNTER limit, with
+/// NOW stepped onto the blocks' ends too.
+#[test]
+fn counter_block_matches_the_module() {
+    let o = counter_run(seed("counter") ^ 0xb10c, true);
+    assert!(o.admitted > 300 && o.denied > 300 && o.renewed > 30 && o.untimed > 20);
+    assert!(
+        o.blocked > 300 && o.block_ends > 30,
+        "{} blocked calls",
+        o.blocked
+    );
+}
+
+struct CounterOutcome {
+    admitted: u64,
+    denied: u64,
+    renewed: u64,
+    untimed: u64,
+    /// Denied calls made while the block key was there.
+    blocked: u64,
+    /// Calls made at a block's last µs, its end or 1 µs after.
+    block_ends: u64,
+}
+
+fn counter_run(seed: u64, block: bool) -> CounterOutcome {
     let server = Server::start();
     let mut c = server.conn();
     let shas = load_scripts(&mut c);
-    let mut rng = StdRng::seed_from_u64(seed("counter"));
+    let mut rng = StdRng::seed_from_u64(seed);
+    // Identity 0 never blocks: its counter's windows keep ending and renewing.
+    let clauses: Vec<Vec<Vec<String>>> = (0..4)
+        .map(|n| {
+            if block && n > 0 {
+                block_clause(&mut rng)
+            } else {
+                vec![]
+            }
+        })
+        .collect();
+    let (mut blocked, mut block_ends) = (0, 0);
     let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
     let mut now = s * 1_000_000 + us;
     let windows = ["100s", "150000ms", "120"];
@@ -1006,8 +1047,17 @@ fn counter_matches_the_module() {
             .query(&mut c)
             .unwrap();
         let at_end = end > 0 && rng.gen_bool(0.3);
-        if at_end {
+        let block_key = format!("{{u{n}}}:m:block");
+        let block_end: Option<String> = redis::cmd("GET").arg(&block_key).query(&mut c).unwrap();
+        let block_end = block_end.and_then(|v| v.split(':').next()?.parse::<u64>().ok());
+        if let Some(until) = block_end.filter(|_| rng.gen_bool(0.3)) {
+            now = until + rng.gen_range(0..=2) - 1;
+            block_ends += 1;
+        } else if at_end {
             now = end as u64 * 1000 + rng.gen_range(0..=2) - 1;
+        } else if block_end.is_some() && rng.gen_bool(0.5) {
+            // Blocks last 100 s or more: jump past some of them.
+            now += rng.gen_range(0..=400_000_000);
         } else {
             now += rng.gen_range(0..=3_000_000);
         }
@@ -1017,11 +1067,20 @@ fn counter_matches_the_module() {
             limit.to_string(),
             windows[n % 3].to_string(),
         ];
-        match rng.gen_range(0..10) {
-            0..=5 => {}
-            6..=8 => args.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]),
-            _ => args.extend(["COST".into(), (limit + 1).to_string()]),
+        let mut opts: Vec<Vec<String>> = match rng.gen_range(0..10) {
+            0..=5 => vec![],
+            6..=8 => vec![vec!["COST".into(), rng.gen_range(1..=3u64).to_string()]],
+            _ => vec![vec!["COST".into(), (limit + 1).to_string()]],
+        };
+        if !clauses[n].is_empty() && rng.gen_bool(0.9) {
+            opts.extend(clauses[n].iter().cloned());
+            for i in 0..opts.len() {
+                let j = rng.gen_range(i..opts.len());
+                opts.swap(i, j);
+            }
         }
+        let with_block = opts.iter().any(|g| g[0].eq_ignore_ascii_case("BLOCK"));
+        args.extend(opts.concat());
         let call = if rng.gen_bool(0.25) {
             // RL.ALL with the COUNTER limit first, and a FIXED one on its own key.
             let mut all = vec!["2".to_string(), "COUNTER".into()];
@@ -1033,7 +1092,7 @@ fn counter_matches_the_module() {
                 "100".into(),
             ]);
             all.extend(["NOW".into(), now.to_string()]);
-            all.extend(mode(&mut rng, false).into_iter().flatten());
+            all.extend(mode(&mut rng, with_block).into_iter().flatten());
             let fixed_key = all.iter().position(|a| a.ends_with(":Xf")).unwrap();
             Call {
                 command: "all",
@@ -1042,7 +1101,7 @@ fn counter_matches_the_module() {
             }
         } else {
             args.extend(["NOW".into(), now.to_string()]);
-            args.extend(mode(&mut rng, false).into_iter().flatten());
+            args.extend(mode(&mut rng, with_block).into_iter().flatten());
             Call {
                 command: "counter",
                 args,
@@ -1062,6 +1121,9 @@ fn counter_matches_the_module() {
             admitted += 1;
         } else {
             denied += 1;
+            if block_end.is_some_and(|until| now < until) {
+                blocked += 1;
+            }
         }
         let read = |c: &mut Connection, l: char| -> (Option<u64>, i64) {
             let v: Option<u64> = redis::cmd("GET").arg(key(l)).query(c).unwrap();
@@ -1087,14 +1149,30 @@ fn counter_matches_the_module() {
                 .query(&mut c)
                 .unwrap();
         }
-        if i % 50 == 0 {
-            // The FIXED limits' counters too.
+        // A strike that keeps its block's end rewrites the key with the time left, which
+        // can be a millisecond of real time.
+        if block && may_shorten_ttl(&call) {
+            push_short_expiries(&mut c, 'm', 's');
+        }
+        if i % if block { 10 } else { 50 } == 0 {
+            // The FIXED limits' counters, and the block keys.
             assert_same_state(&mut c, 'm', 's', &format!("after call {i}"));
         }
     }
     assert_same_state(&mut c, 'm', 's', "at the end");
-    eprintln!("counter: {admitted} admitted, {denied} denied, {renewed} windows renewed, {untimed} untimed");
-    assert!(admitted > 300 && denied > 300 && renewed > 50 && untimed > 20);
+    eprintln!(
+        "counter{}: {admitted} admitted, {denied} denied, {renewed} windows renewed, \
+         {untimed} untimed, {blocked} blocked, {block_ends} at a block's end",
+        if block { " with BLOCK" } else { "" }
+    );
+    CounterOutcome {
+        admitted,
+        denied,
+        renewed,
+        untimed,
+        blocked,
+        block_ends,
+    }
 }
 
 /// Keys that hold what no limiter wrote: another type, a string that is not a

@@ -384,6 +384,7 @@ if [[ "$sections" == *" scripts "* ]]; then
     WARM=1 profile "sc_${c}_script_denied" standalone "$scripts_dir/$c.lua" 0 '{__rand_int__}:rl' "${denied[@]}" NOW "$now_us"
   }
   scripts_row fixed 100 60 -- 1 60
+  scripts_row counter 100 60 -- 1 60
   scripts_row slidecount 100 60 -- 1 60
   scripts_row slidelog 100 60 -- 1 60
   scripts_row gcra 100 3600 -- 1 3600
@@ -395,7 +396,7 @@ if [[ "$sections" == *" scripts "* ]]; then
   echo
   echo "| command | path | module | script (EVALSHA) | script ÷ module |"
   echo "|---|---|---:|---:|---:|"
-  for c in fixed slidecount slidelog gcra concurrency throttle; do
+  for c in fixed counter slidecount slidelog gcra concurrency throttle; do
     for path in admitted denied; do
       suffix=; [ "$path" = denied ] && suffix=_denied
       awk -v n="RL.$(echo "$c" | tr a-z A-Z)" -v p="$path" \
@@ -410,6 +411,7 @@ fi
 for mode in standalone cluster; do
   profile "incr_$mode" "$mode" - INCR '{__rand_int__}:k'
   profile "fixed_$mode" "$mode" - RL.FIXED '{__rand_int__}:rl' 100 60 NOW "$now_us"
+  profile "counter_$mode" "$mode" - RL.COUNTER '{__rand_int__}:rl' 100 60 NOW "$now_us"
   profile "slidecount_$mode" "$mode" - RL.SLIDECOUNT '{__rand_int__}:rl' 100 60 NOW "$now_us"
   profile "slidelog_$mode" "$mode" - RL.SLIDELOG '{__rand_int__}:rl' 100 60 NOW "$now_us"
   profile "gcra_$mode" "$mode" - RL.GCRA '{__rand_int__}:rl' 100 3600 NOW "$now_us"
@@ -422,7 +424,7 @@ echo "| command | standalone | one-node cluster | cluster ÷ standalone | standa
 echo "|---|---:|---:|---:|---:|---:|"
 incr_s=$(total "$work/incr_standalone.out")
 incr_c=$(total "$work/incr_cluster.out")
-for c in incr fixed slidecount slidelog gcra; do
+for c in incr fixed counter slidecount slidelog gcra; do
   s=$(total "$work/${c}_standalone.out")
   k=$(total "$work/${c}_cluster.out")
   name=$(echo "$c" | tr a-z A-Z)
