@@ -2,8 +2,9 @@
 //! itself, its TTL the window), alone, in RL.ALL and behind the tower layer.
 //!
 //! The window's end is the key's expiry on the server clock, so NOW here is the real
-//! time, half a second behind the server: a window's end is then reported 0.5 s to
-//! 0.5 s + SLACK_MS late, never early, and the rounded-up header seconds are fixed.
+//! time, BEHIND_MS behind the server: a window's end is then reported BEHIND_MS to
+//! BEHIND_MS + SLACK_MS late, never early, and the rounded-up header seconds are fixed
+//! as long as the server runs the first hit within 800 ms of the clock's reading.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -17,7 +18,7 @@ use redis_rl_client::{
 };
 
 const SLACK_MS: i64 = 1000;
-const BEHIND_MS: i64 = 500;
+const BEHIND_MS: i64 = 200;
 
 fn real_clock() -> FakeClock {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
@@ -83,7 +84,7 @@ async fn the_window_starts_at_the_first_hit_and_ends_when_the_key_expires() {
 
     let full = rl.check(&limit, 7).await;
     assert_eq!(reply(&full), (true, 0, 0));
-    // Now the end is the key's expiry, read from the server: NOW is 0.5 s behind it.
+    // Now the end is the key's expiry, read from the server: NOW is behind it.
     let late = 10_000 + BEHIND_MS;
     assert!(
         (late..=late + SLACK_MS).contains(&full.reset_after_ms),
@@ -97,7 +98,7 @@ async fn the_window_starts_at_the_first_hit_and_ends_when_the_key_expires() {
     // The wait is the time to the key's expiry: waiting as told is admitted.
     assert_eq!(denied.retry_after_ms, denied.reset_after_ms);
     assert!(
-        (6_500..=6_500 + SLACK_MS).contains(&denied.retry_after_ms),
+        (6_000 + BEHIND_MS..=6_000 + BEHIND_MS + SLACK_MS).contains(&denied.retry_after_ms),
         "{}",
         denied.retry_after_ms
     );
@@ -233,7 +234,7 @@ async fn the_layer_answers_429_with_the_counters_headers() {
     let (status, h, body) = send(&app, request()).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(body, r#"{"error":"rate_limited"}"#);
-    // The wait to the key's expiry, half a second more than the window (NOW is behind).
+    // The wait to the key's expiry, a little more than the window (NOW is behind).
     assert_eq!(header(&h, "retry-after"), Some("61"));
     assert_eq!(header(&h, "ratelimit"), Some(r#""c";r=0;t=61"#));
     assert_eq!(header(&h, "x-ratelimit-remaining"), Some("0"));
