@@ -68,6 +68,8 @@ export class RateLimiterRedisRl {
     blockDuration?: number; execEvenly?: boolean; execEvenlyMinDelayMs?: number;
     inMemoryBlockOnConsumed?: number; inMemoryBlockDuration?: number;
     rejectIfRedisNotReady?: boolean; useRedisPackage?: boolean;
+    /** Your Lua script for RateLimiterRedis's key, run as RateLimiterRedis runs it; it decides instead of the module. */
+    customIncrTtlLuaScript?: string;
   });
   readonly points: number;
   readonly keyPrefix: string;

@@ -9,7 +9,7 @@ import {
   BurstyRateLimiter, RateLimiterMemory, RateLimiterRedis, RateLimiterRes, RateLimiterUnion, RLWrapperBlackAndWhite,
 } from 'rate-limiter-flexible';
 import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
-import { ioredisClient, raw } from './support/clients.js';
+import { ioredisClient, raw, standalone } from './support/clients.js';
 import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, listen, restartUnderTraffic, steppedTime, burstResults } from './support/adapters.js';
 import { freePort, noBlock, startServer } from './support/servers.js';
 
@@ -136,13 +136,96 @@ describe('rate-limiter-flexible', () => {
     assert.deepEqual([denied.ok, Object.keys(denied.res), denied.res['ours-min'].msBeforeNext > 0], [false, ['ours-min'], true]);
   });
 
-  it('refused when built: custom Lua, node-redis 3, a failure option, metrics, a bad duration', () => {
+  it('refused when built: a custom script that is not text or with shadow, node-redis 3, a failure option, metrics, a bad duration', () => {
     for (const [opt, message] of [
-      [{ customIncrTtlLuaScript: 'return 1' }, /runs no custom scripts/], [{ useRedis3AndLowerPackage: true }, /node-redis 3/],
+      [{ customIncrTtlLuaScript: 42 }, /text of a Lua script/], [{ customIncrTtlLuaScript: 'return 1', shadow: true }, /no shadow mode/],
+      [{ useRedis3AndLowerPackage: true }, /node-redis 3/],
       [{ failure: 'open' }, /insuranceLimiter/], [{ metrics: true }, /records no metrics/], [{ duration: -1 }, /duration must be/],
     ]) {
       assert.throws(() => new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 5, duration: 1, ...opt }), message);
     }
+  });
+
+  // The library's wiki script: each time the count passes another multiple of points,
+  // the window grows by one duration (a ban that doubles, triples, ...).
+  const MULTIPLY_DELAY = `local ok = redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')
+local consumed = redis.call('incrby', KEYS[1], ARGV[1])
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -1 then
+  redis.call('expire', KEYS[1], ARGV[2])
+  ttl = 1000 * ARGV[2]
+else
+  local maxPoints = tonumber(ARGV[3])
+  if maxPoints > 0 and (consumed-1) % maxPoints == 0 and not ok then
+    local expireTime = ttl + tonumber(ARGV[4]) * 1000
+    redis.call('pexpire', KEYS[1], expireTime)
+    return {consumed, expireTime}
+  end
+end
+return {consumed, ttl}`;
+
+  for (const [clientName, connect] of Object.entries(standalone)) {
+    it(`customIncrTtlLuaScript (${clientName}): the app's script decides, exactly as RateLimiterRedis with it, on its key`, async () => {
+      const conn = await connect(shared.redis.port);
+      try {
+        const common = { storeClient: conn.client, points: 2, duration: 5, customIncrTtlLuaScript: MULTIPLY_DELAY, useRedisPackage: clientName === 'node-redis' };
+        const stock = new RateLimiterRedis({ ...common, keyPrefix: `cs-stock-${clientName}` });
+        const ours = new RateLimiterRedisRl({ ...common, timeout: SLOW_OK, keyPrefix: `cs-ours-${clientName}` });
+        const id = freshId();
+        const seen = async (limiter) => {
+          const out = [];
+          for (let i = 0; i < 5; i += 1) {
+            const r = await settle(limiter.consume(id));
+            // Whole seconds: the two keys' TTLs are read a few ms apart.
+            out.push([r.ok, r.res.consumedPoints, r.res.remainingPoints, r.res.isFirstInDuration, Math.ceil(r.res.msBeforeNext / 1000)]);
+          }
+          return out;
+        };
+        const mine = await seen(ours);
+        assert.deepEqual(mine, await seen(stock));
+        // The script's own numbers: the third and fifth hits each add a duration.
+        assert.deepEqual(mine.map((r) => r[4]), [5, 5, 10, 10, 15]);
+        // RateLimiterRedis's layout: the count at getKey(key), nothing the module wrote.
+        assert.equal(await raw(conn.client, 'GET', `cs-ours-${clientName}:${id}`), '5');
+        assert.equal((await ours.get(id)).consumedPoints, 5);
+        assert.equal(await ours.delete(id), true);
+        assert.equal(await ours.get(id), null);
+        assert.equal((await ours.consume(id)).consumedPoints, 1);
+      } finally {
+        await conn.close();
+      }
+    });
+  }
+
+  it('customIncrTtlLuaScript: blockDuration, a reply that is not {consumed, ttl} (to the caller), the insuranceLimiter (Redis down), no RateLimiterUnionRl', async () => {
+    const insurance = new RateLimiterMemory({ points: 100, duration: 60 });
+    const blocking = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 5, blockDuration: 60, keyPrefix: 'cs-blk', customIncrTtlLuaScript: MULTIPLY_DELAY, insuranceLimiter: insurance });
+    const id = freshId();
+    await blocking.consume(id);
+    const denied = await settle(blocking.consume(id));
+    assert.deepEqual([denied.ok, denied.res.consumedPoints], [false, 2]);
+    // The library's block, written on the script's key as RateLimiterRedis writes it.
+    assert.ok(Number(await raw(shared.conn.client, 'PTTL', `cs-blk:${id}`)) > 55000);
+    assert.ok((await settle(blocking.consume(id))).res.msBeforeNext > 55000);
+
+    const wrong = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 1, duration: 5, keyPrefix: 'cs-bad', customIncrTtlLuaScript: 'return 1', insuranceLimiter: insurance });
+    const bad = await settle(wrong.consume(id));
+    assert.equal(bad.ok, false);
+    assert.match(bad.res.message, /must return \{consumed, ttl_ms\}, got 1/);
+    assert.equal(await insurance.get(id), null);
+
+    const { default: Redis } = await import('ioredis');
+    const { ioredisOptions } = await import('redis-rl');
+    const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+    dead.on('error', () => {});
+    try {
+      const insured = new RateLimiterRedisRl({ storeClient: dead, points: 5, duration: 5, customIncrTtlLuaScript: MULTIPLY_DELAY, insuranceLimiter: new RateLimiterMemory({ points: 1, duration: 10 }) });
+      const [a, b] = [await settle(insured.consume('x')), await settle(insured.consume('x'))];
+      assert.deepEqual([a.ok, b.ok, b.res instanceof RateLimiterRes], [true, false, true]);
+    } finally {
+      dead.disconnect();
+    }
+    assert.throws(() => new RateLimiterUnionRl(blocking), /no customIncrTtlLuaScript/);
   });
 
   it("points as the library takes them: '5' spends 5, '1.5' and 1.1 are refused before Redis, never sent to the insuranceLimiter", async () => {

@@ -28,7 +28,7 @@ export class RedisRlThrottlerStorage {
   #failure;
 
   /**
-   * @param {{ client: unknown, failure: 'open'|'closed', algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed',
+   * @param {{ client: unknown, failure: 'open'|'closed', algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter',
    *   burst?: number, prefix?: string, shadow?: boolean, onShadow?: Function, onError?: Function,
    *   timeout?: number, clock?: () => number }} options
    */

@@ -11,6 +11,11 @@
 // expires). While that key exists it is the identity's state, counted as
 // RateLimiterRedis counts its key; the module's limit is not spent meanwhile.
 //
+// customIncrTtlLuaScript is the app's own script for RateLimiterRedis's key: a limiter
+// given one runs it as RateLimiterRedis does (EVAL on the key, same KEYS and ARGV) and
+// reads its reply the same way, so it decides exactly as the stock store with that
+// script; the module's commands are not used for it.
+//
 // RateLimiterUnionRl is the atomic union: its limiters are one RL.ALL, all or nothing.
 import { createRequire } from 'node:module';
 import { RateLimitConfigError, RedisCommandError, withTimeout } from '../limiter.js';
@@ -66,11 +71,14 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
    * @param {{ storeClient: unknown, points: number, duration: number, keyPrefix?: string,
    *   insuranceLimiter?: object, blockDuration?: number, execEvenly?: boolean, execEvenlyMinDelayMs?: number,
    *   inMemoryBlockOnConsumed?: number, inMemoryBlockDuration?: number, rejectIfRedisNotReady?: boolean,
-   *   useRedisPackage?: boolean, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter', burst?: number,
+   *   useRedisPackage?: boolean, customIncrTtlLuaScript?: string, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter', burst?: number,
    *   shadow?: boolean, onShadow?: Function, onError?: Function, timeout?: number, clock?: () => number }} opts
    */
   constructor(opts = {}) {
-    if (opts.customIncrTtlLuaScript) throw new RateLimiterArgumentError(`${WHO}: option 'customIncrTtlLuaScript' is a Lua script for the stock store; redis-rl runs no custom scripts (it decides with the module's commands, or its own scripts of the same contract): remove it`);
+    if (opts.customIncrTtlLuaScript !== undefined && (typeof opts.customIncrTtlLuaScript !== 'string' || !opts.customIncrTtlLuaScript.trim())) {
+      throw new RateLimiterArgumentError(`${WHO}: option 'customIncrTtlLuaScript' must be the text of a Lua script, got ${typeof opts.customIncrTtlLuaScript}`);
+    }
+    if (opts.customIncrTtlLuaScript && (opts.shadow || opts.onShadow)) throw new RateLimiterArgumentError(`${WHO}: shadow mode is the module's; a limiter with customIncrTtlLuaScript decides with your script, which has no shadow mode`);
     if (opts.useRedis3AndLowerPackage) throw new RateLimiterArgumentError(`${WHO}: option 'useRedis3AndLowerPackage': node-redis 3 has no sendCommand the kit can route; use node-redis 4+ or ioredis`);
     if (opts.failure !== undefined) {
       throw new RateLimiterArgumentError(`${WHO}: the failure policy is rate-limiter-flexible's insuranceLimiter (or the rejected promise), not a 'failure' option`);
@@ -97,7 +105,8 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     // accepts 0 or negative points (everything is refused) and duration 0 (never
     // expires): those limiters count on the emulation key, as RateLimiterRedis does.
     this.counterOnly = !(Number.isInteger(this.points) && this.points >= 1 && this.duration > 0);
-    if (!this.counterOnly && !(this.#made instanceof Error)) {
+    this.script = opts.customIncrTtlLuaScript || null;
+    if (!this.counterOnly && !this.script && !(this.#made instanceof Error)) {
       this.policy = limitFor(this.#adapter, this.keyPrefix || 'rlflx', this.points, Math.round(this.duration * 1000), (key) => this.#keyOf(key));
       // blockDuration is the module's BLOCK: the denial that starts it and every call while
       // it holds are one atomic call each (STRIKES counts the calls made while blocked).
@@ -164,6 +173,7 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     const key = this.#keyOf(this.parseKey(rlKey));
     const over = `${key}:set`;
     const px = msDuration >= 1 ? ['PX', String(Math.round(msDuration))] : [];
+    if (this.script) return this.#scripted(rlKey, n, msDuration, forceExpire);
     if (forceExpire) {
       const [, ttl] = await this.#raw([{ args: ['SET', over, String(n), ...px], key: over }, { args: ['PTTL', over], key: over }]);
       return { consumed: n, ms: Number(ttl) };
@@ -189,6 +199,24 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
   _block(rlKey, initPoints, msDuration, options = {}) {
     if (this.#justBlocked.delete(rlKey)) return Promise.resolve(new RateLimiterRes(0, msDuration, initPoints));
     return super._block(rlKey, initPoints, msDuration, options);
+  }
+
+  // RateLimiterRedis's _upsert with the app's script, on RateLimiterRedis's own key: the
+  // same EVAL (KEYS[1] = the key; ARGV = points, whole seconds, the limiter's points and
+  // duration), and the same SET or INCRBY where RateLimiterRedis runs no script.
+  async #scripted(rlKey, n, msDuration, forceExpire) {
+    const secs = Math.floor(msDuration / 1000);
+    let reply;
+    if (forceExpire) {
+      reply = (await this.#raw([{ args: ['SET', rlKey, String(n), ...(secs > 0 ? ['EX', String(secs)] : [])], key: rlKey }, { args: ['PTTL', rlKey], key: rlKey }])).slice(1);
+      reply.unshift(n);
+    } else if (secs > 0) {
+      [reply] = await this.#raw([{ args: ['EVAL', this.script, '1', rlKey, String(n), String(secs), String(this.points), String(this.duration)], key: rlKey }]);
+      if (!Array.isArray(reply) || reply.length < 2) throw new RedisCommandError(`${WHO}: customIncrTtlLuaScript must return {consumed, ttl_ms}, got ${JSON.stringify(reply)}`, { command: 'EVAL' });
+    } else {
+      reply = await this.#raw([{ args: ['INCRBY', rlKey, String(n)], key: rlKey }, { args: ['PTTL', rlKey], key: rlKey }]);
+    }
+    return { consumed: Number.parseInt(reply[0], 10), ms: Number(reply[1]) };
   }
 
   // RateLimiterRedis's own counting, on the emulation key.
@@ -239,6 +267,10 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
 
   async _get(rlKey) {
     this.#assertReady(rlKey);
+    if (this.script) {
+      const [value, ttl] = await this.#raw([{ args: ['GET', rlKey], key: rlKey }, { args: ['PTTL', rlKey], key: rlKey }]);
+      return value === null || value === undefined ? null : { consumed: Number(value), ms: Number(ttl) };
+    }
     const key = this.#keyOf(this.parseKey(rlKey));
     const over = `${key}:set`;
     const [[value, ttl], peek] = await Promise.all([
@@ -255,6 +287,7 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
 
   async _delete(rlKey) {
     this.#assertReady(rlKey);
+    if (this.script) return Number((await this.#raw([{ args: ['DEL', rlKey], key: rlKey }]))[0]) > 0;
     const identity = this.parseKey(rlKey);
     const over = `${this.#keyOf(identity)}:set`;
     const [[removed], [before, reset] = []] = await Promise.all([
@@ -289,8 +322,8 @@ export class RateLimiterUnionRl {
     if (!limiters.every((l) => l instanceof RateLimiterRedisRl)) {
       throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl takes RateLimiterRedisRl limiters (use the library's RateLimiterUnion for others)`);
     }
-    if (limiters.some((l) => l.counterOnly)) {
-      throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl needs limiters the module decides (points >= 1, duration > 0); use RateLimiterUnion for the others`);
+    if (limiters.some((l) => l.counterOnly || l.script)) {
+      throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl needs limiters the module decides (points >= 1, duration > 0, no customIncrTtlLuaScript); use RateLimiterUnion for the others`);
     }
     this.#limiters = limiters;
   }
