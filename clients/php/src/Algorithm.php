@@ -10,6 +10,8 @@ enum Algorithm: string
     case SlideLog = 'SLIDELOG';
     case SlideCount = 'SLIDECOUNT';
     case Fixed = 'FIXED';
+    /** A fixed window from the first hit: one counter at the key, its TTL the window. */
+    case Counter = 'COUNTER';
     case Gcra = 'GCRA';
     /** In-flight leases (RL.CONCURRENCY): the window is the lease ttl. */
     case Concurrency = 'CONCURRENCY';

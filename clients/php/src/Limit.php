@@ -78,6 +78,16 @@ final readonly class Limit
         return new self($name, Algorithm::Fixed, $key, $limit, self::windowMs($window));
     }
 
+    /**
+     * Fixed window from the first hit (RL.COUNTER): one counter at $key itself, whose TTL
+     * is the window, so the window ends when the key expires on the server clock (the
+     * window of Symfony's fixed_window); a clock sent as NOW must be the server's time.
+     */
+    public static function counter(string $name, string $key, int $limit, int|string $window): self
+    {
+        return new self($name, Algorithm::Counter, $key, $limit, self::windowMs($window));
+    }
+
     /** Smooth limiting: $limit per $window on average, up to $burst at once (default $limit). */
     public static function gcra(string $name, string $key, int $limit, int|string $window, ?int $burst = null): self
     {

@@ -15,7 +15,7 @@ use RedisRl\Connection\Connection;
 final class Scripts
 {
     private const FILES = [
-        'RL.FIXED' => 'fixed', 'RL.SLIDECOUNT' => 'slidecount', 'RL.SLIDELOG' => 'slidelog',
+        'RL.FIXED' => 'fixed', 'RL.COUNTER' => 'counter', 'RL.SLIDECOUNT' => 'slidecount', 'RL.SLIDELOG' => 'slidelog',
         'RL.GCRA' => 'gcra', 'RL.CONCURRENCY' => 'concurrency', 'RL.THROTTLE' => 'throttle',
         'RL.ALL' => 'all',
     ];
