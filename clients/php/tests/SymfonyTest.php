@@ -104,7 +104,10 @@ final class SymfonyTest extends KitTestCase
         $app = $this->app('ours');
         $login = static fn (string $password) => $app->handle(Request::create('/login', 'POST', server: ['CONTENT_TYPE' => 'application/json'], content: json_encode(['username' => 'Alice', 'password' => $password])));
         $redis = Servers::client(Servers::get()->standalone());
-        $window = intdiv(self::T0, 1_000_000) - intdiv(self::T0, 1_000_000) % 900;
+        // fixed_window is RL.COUNTER, whose window ends when its key expires on the
+        // server clock: this test's clock is the real time.
+        $start = ManualClockAdapter::real();
+        Clock::set($start);
 
         $attempts = array_map(static fn () => $login('wrong'), range(1, 3));
         $throttled = $login('wrong');
@@ -117,13 +120,13 @@ final class SymfonyTest extends KitTestCase
         self::assertStringContainsString('Too many failed login attempts', (string) $evenRight->getContent());
         // Refused attempts were counted in neither limit: the per-IP counter holds the 3
         // the username limit admitted, not 5.
-        self::assertSame('3', $redis->get("rl:{127.0.0.1}:login_ip:{$window}"));
-        self::assertSame('3', $redis->get("rl:{127.0.0.1}:login_user:alice:{$window}"));
+        self::assertSame('3', $redis->get('rl:{127.0.0.1}:login_ip'));
+        self::assertSame('3', $redis->get('rl:{127.0.0.1}:login_user:alice'));
 
-        Clock::set(self::T0 + 900_000_000);
+        // (A second past the window: its end is the key's expiry on the server clock.)
+        Clock::set($start + 901_000_000);
         self::assertSame(200, $login('secret')->getStatusCode(), 'the next window lets the right password in');
-        $next = $window + 900;
-        self::assertSame(0, $redis->exists("rl:{127.0.0.1}:login_ip:{$next}", "rl:{127.0.0.1}:login_user:alice:{$next}"), 'a login resets both');
+        self::assertSame(0, $redis->exists('rl:{127.0.0.1}:login_ip', 'rl:{127.0.0.1}:login_user:alice'), 'a login resets both');
     }
 
     /**
@@ -153,15 +156,19 @@ final class SymfonyTest extends KitTestCase
 
     public function testPoliciesReturnSymfonysRateLimit(): void
     {
-        $limiter = $this->limiter(clock: $this->clock = new ManualClockAdapter());
+        $limiter = $this->limiter(clock: $this->clock = ManualClockAdapter::atRealTime());
         $fixed = (new RateLimiterFactory(['id' => 'f', 'policy' => 'fixed_window', 'limit' => 2, 'interval' => '1 minute'], $limiter))->create('u1');
+        $start = $this->clock->micros;
 
         self::assertSame(1, $fixed->consume()->getRemainingTokens());
+        $this->clock->micros += 20_000_000;
         self::assertSame(2, $fixed->consume()->getLimit());
         $denied = $fixed->consume();
         self::assertFalse($denied->isAccepted());
-        // T0 is 9.8 s into its minute: the window ends 50.2 s later.
-        self::assertSame(self::T0 + 50_200_000, (int) $denied->getRetryAfter()->format('Uu'));
+        // As Symfony's fixed window: it ends a minute after the first consume (not on the
+        // clock's minute), and the retry instant is in whole seconds, floor(now + ceil(wait)).
+        self::assertSame((intdiv($start, 1_000_000) + 60) * 1_000_000, (int) $denied->getRetryAfter()->format('Uu'));
+        self::assertSame('2', Servers::client(Servers::get()->standalone())->get('rl:{u1}:f'), 'one counter at the key itself');
         try {
             $denied->ensureAccepted();
             self::fail('ensureAccepted() must throw');
@@ -201,6 +208,26 @@ final class SymfonyTest extends KitTestCase
 
         $this->expectException(ReserveNotSupportedException::class);
         (new RateLimiterFactory(['id' => 's', 'policy' => 'sliding_window', 'limit' => 2, 'interval' => '1 minute'], $limiter))->create('u2')->reserve();
+    }
+
+    public function testAFixedWindowReservationIsDueAtTheWindowsEndAndSpendsNothingAsInSymfony(): void
+    {
+        // Reservation::getWaitDuration() reads ClockMock's microtime(), which Clock steps.
+        Clock::set($start = ManualClockAdapter::real());
+        $fixed = (new RateLimiterFactory(['id' => 'r', 'policy' => 'fixed_window', 'limit' => 2, 'interval' => '10 seconds'], $this->limiter(clock: new Clock())))->create('u7');
+        $redis = Servers::client(Servers::get()->standalone());
+
+        self::assertTrue($fixed->reserve(2)->getRateLimit()->isAccepted(), 'taken now');
+        Clock::set($start + 3_000_000);
+        $reservation = $fixed->reserve(1, 15.0);
+
+        // The window ends 10 s after the first consume: 7 s from here, in Symfony's whole seconds.
+        self::assertSame(7.0, round($reservation->getWaitDuration(), 3));
+        self::assertFalse($reservation->getRateLimit()->isAccepted());
+        self::assertSame('2', $redis->get('rl:{u7}:r'), 'nothing spent, now or at the reservation');
+        self::assertFalse($fixed->consume()->isAccepted(), 'the window stays full');
+        Clock::set($start + 10_000_000);
+        self::assertTrue($fixed->consume(2)->isAccepted(), 'the next window starts empty, as in Symfony');
     }
 
     public function testACompoundOfOneLimiterCannotReserveAndConsumeZeroIsAcceptedWhenExhausted(): void
@@ -250,7 +277,7 @@ final class SymfonyTest extends KitTestCase
 
     public function testShadowModePassesTheDenialReportsItAndKeepsTheRealState(): void
     {
-        $limiter = $this->limiter(clock: new ManualClockAdapter());
+        $limiter = $this->limiter(clock: $clock = ManualClockAdapter::atRealTime());
         $shadow = (new RateLimiterFactory(['id' => 'sh', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute', 'shadow' => true], $limiter))->create('u4');
 
         $shadow->consume();
@@ -258,7 +285,7 @@ final class SymfonyTest extends KitTestCase
 
         self::assertTrue($wouldDeny->isAccepted());
         self::assertSame(0, $wouldDeny->getRemainingTokens());
-        self::assertSame(self::T0 + 50_200_000, (int) $wouldDeny->getRetryAfter()->format('Uu'));
+        self::assertSame((intdiv($clock->micros, 1_000_000) + 60) * 1_000_000, (int) $wouldDeny->getRetryAfter()->format('Uu'));
         self::assertSame(1, $limiter->shadowDenials());
         self::assertSame('notice', $this->logger->records[0][0]);
         self::assertStringContainsString('shadow mode, would have denied consume(1) on rl:{u4}:sh (sh)', $this->logger->records[0][1]);
@@ -283,7 +310,7 @@ final class SymfonyTest extends KitTestCase
         $clock = new ManualClockAdapter();
         $limiter = new RateLimiter(self::standalone(), FailurePolicy::Open, $this->logger, $clock, new \RedisRl\DenyCache());
         $fixed = (new RateLimiterFactory(['id' => 'dc', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 minute'], $limiter))->create('u6');
-        $calls = static fn () => self::calls('rl.fixed');
+        $calls = static fn () => self::calls('rl.counter');
         $before = $calls();
 
         $results = [$fixed->consume(), $fixed->consume(), $fixed->consume()];
@@ -320,6 +347,25 @@ final class SymfonyTest extends KitTestCase
 final class ManualClockAdapter implements \RedisRl\Clock
 {
     public int $micros = KitTestCase::T0;
+
+    /**
+     * Half a second ahead of the server clock, for the fixed window (RL.COUNTER), whose
+     * window ends when its key expires on the server clock: its whole-second waits are
+     * then Symfony's (a window from the first consume, stepped in whole seconds, has
+     * less than a second less to go than Symfony says, which rounds up to the same).
+     */
+    public static function real(): int
+    {
+        return (int) (microtime(true) * 1e6) + 500_000;
+    }
+
+    public static function atRealTime(): self
+    {
+        $clock = new self();
+        $clock->micros = self::real();
+
+        return $clock;
+    }
 
     public function nowMicros(): int
     {

@@ -18,8 +18,8 @@ use Symfony\Component\RateLimiter\Reservation;
 
 /**
  * A Symfony limiter whose every decision is one module command: the limit's own
- * (RL.FIXED, RL.SLIDECOUNT, RL.GCRA, RL.SLIDELOG), or one RL.ALL for several limits,
- * which spends on all of them or on none.
+ * (RL.COUNTER, RL.SLIDECOUNT, RL.GCRA, RL.SLIDELOG, RL.FIXED), or one RL.ALL for several
+ * limits, which spends on all of them or on none.
  */
 final class ModuleLimiter implements LimiterInterface
 {
@@ -35,13 +35,16 @@ final class ModuleLimiter implements LimiterInterface
      * As Symfony's fixed window and token bucket: the tokens are taken now if they are
      * there, else at the instant they will be (the server's retry_after), and the
      * reservation is due then; reserve() never sleeps, Reservation::wait() does. A
-     * reservation in the future is a spend decided at that instant (sent as NOW), so
-     * later calls see the tokens gone. The sliding window cannot reserve in Symfony
-     * either: ReserveNotSupportedException, as there.
+     * token-bucket reservation in the future is a spend decided at that instant (sent as
+     * NOW), so later calls see the tokens gone. A fixed-window one spends nothing, as in
+     * Symfony, which adds it to the ending window and starts the next one empty (and a
+     * counter written at a future NOW would get its TTL from the server's now). The
+     * sliding window cannot reserve in Symfony either: ReserveNotSupportedException.
      */
     public function reserve(int $tokens = 1, ?float $maxTime = null): Reservation
     {
-        if (count($this->limits) > 1 || !in_array($this->limits[0]->algorithm, [Algorithm::Fixed, Algorithm::Gcra], true)) {
+        $algorithm = $this->limits[0]->algorithm;
+        if (count($this->limits) > 1 || !in_array($algorithm, [Algorithm::Counter, Algorithm::Fixed, Algorithm::Gcra], true)) {
             throw new ReserveNotSupportedException(self::class);
         }
         $this->refuseOversized($tokens);
@@ -53,12 +56,15 @@ final class ModuleLimiter implements LimiterInterface
             if ($rateLimit->isAccepted()) {
                 return new Reservation($now / 1e6, $rateLimit);
             }
-            $waitMs = $decision->failure !== null ? null : $decision->retryAfterMs;
+            $waitMs = $decision->failure !== null ? null : $this->waitMs($decision);
             if ($waitMs === null || ($maxTime !== null && $waitMs > $maxTime * 1000) || $attempt >= 3) {
                 $seconds = $waitMs === null ? PHP_INT_MAX : $waitMs / 1000;
                 throw new MaxWaitDurationExceededException(sprintf('The rate limiter wait time ("%d" seconds) is longer than the provided maximum time ("%d" seconds).', $seconds, (int) $maxTime), $rateLimit);
             }
             $at = $now + $waitMs * 1000;
+            if ($algorithm === Algorithm::Counter) {
+                return new Reservation($at / 1e6, $rateLimit);
+            }
             $future = $this->decide($tokens, $at);
             if ($future->allowed && $future->failure === null) {
                 return new Reservation($at / 1e6, new RateLimit(0, self::instant($at), false, self::size($this->limits[0])));
@@ -141,7 +147,7 @@ final class ModuleLimiter implements LimiterInterface
         // consume(0) takes nothing, so Symfony accepts it even on an exhausted limiter.
         $accepted = $this->limiter->admits($decision, $this->shadow, 'consume(' . $tokens . ') on ' . $this->limits[0]->key)
             || ($tokens === 0 && $decision->failure === null);
-        $retryMs = $decision->allowed || $tokens === 0 ? 0 : ($decision->retryAfterMs ?? 0);
+        $retryMs = $decision->allowed || $tokens === 0 ? 0 : ($this->waitMs($decision) ?? 0);
         $remaining = match (true) {
             $decision->failure !== null => $decision->allowed ? $size : 0,
             // consume(0) was a PEEK of one unit, which says what would be left after it:
@@ -150,7 +156,29 @@ final class ModuleLimiter implements LimiterInterface
             default => $decision->remaining,
         };
 
-        return new RateLimit($remaining, self::instant($now + $retryMs * 1000), $accepted, $size);
+        $retryAt = $now + $retryMs * 1000;
+        if ($this->wholeSeconds()) {
+            $retryAt -= $retryAt % 1_000_000;
+        }
+
+        return new RateLimit($remaining, self::instant($retryAt), $accepted, $size);
+    }
+
+    /**
+     * The server's retry_after, in ms; for the fixed window rounded up to whole seconds,
+     * and its retry instant (wholeSeconds) floored to one, as Symfony's fixed window
+     * computes both: the same Retry-After, X-RateLimit-Retry-After and wait().
+     */
+    private function waitMs(Decision $decision): ?int
+    {
+        $ms = $decision->retryAfterMs;
+
+        return $ms !== null && $this->wholeSeconds() ? intdiv($ms + 999, 1000) * 1000 : $ms;
+    }
+
+    private function wholeSeconds(): bool
+    {
+        return array_filter($this->limits, static fn (Limit $l) => $l->algorithm !== Algorithm::Counter) === [];
     }
 
     private static function instant(int $micros): \DateTimeImmutable

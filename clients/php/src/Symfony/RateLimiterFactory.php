@@ -20,7 +20,7 @@ use Symfony\Component\RateLimiter\Util\TimeUtil;
  * | policy           | command        |
  * |------------------|----------------|
  * | `sliding_window` | RL.SLIDECOUNT  |
- * | `fixed_window`   | RL.FIXED       |
+ * | `fixed_window`   | RL.COUNTER: Symfony's window, from the first consume |
  * | `token_bucket`   | RL.GCRA: `rate.amount` per `rate.interval`, a burst of `limit` |
  * | `sliding_log`    | RL.SLIDELOG (exact; not a Symfony policy) |
  * | `no_limit`       | Symfony's NoLimiter |
@@ -101,7 +101,7 @@ final class RateLimiterFactory
 
         return match ($c['policy']) {
             'sliding_window' => Limit::slideCount($c['id'], $redisKey, $limit, $interval),
-            'fixed_window' => Limit::fixed($c['id'], $redisKey, $limit, $interval),
+            'fixed_window' => Limit::counter($c['id'], $redisKey, $limit, $interval),
             'sliding_log' => Limit::slideLog($c['id'], $redisKey, $limit, $interval),
         };
     }
