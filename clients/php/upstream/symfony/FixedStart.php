@@ -18,7 +18,7 @@ use Symfony\Bridge\PhpUnit\ClockMock;
  *   makes a window from the first consume end up to half a second early, never late,
  *   and its whole-second waits Symfony's. (A window a later consume opens, after the
  *   test stepped the mocked clock, ends early by that step: the server clock did not
- *   move. These tests do not look at one.)
+ *   move. No assertion of these tests depends on one.)
  * - for the others, at one fixed instant: the sliding window (RL.SLIDECOUNT) is aligned
  *   to the clock, so which tests pass must not depend on when the suite runs. The
  *   instant is deliberately not on a window boundary (9.8 s past a minute).
