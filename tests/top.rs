@@ -2,7 +2,8 @@
 //! entries. A heavy hitter among 100,000 light identities comes first within the stated
 //! bound; memory stops growing at a million distinct denied keys; RESET, COUNT,
 //! ALGORITHM, rl.top-size (0 and resizing at runtime); RL.ALL counts the limit that
-//! denied; a replica's summary is its own; in a cluster each primary has its own.
+//! denied; RL.PSEUDONYM identities show as pseudonyms; a replica's summary is its own;
+//! in a cluster each primary has its own.
 mod common;
 use common::cluster::*;
 use common::*;
@@ -293,6 +294,43 @@ fn rl_all_counts_the_limit_that_denied() {
     );
     query_line(&mut c, &later).unwrap();
     assert_eq!(top(&mut c, "")[0].admitted, 1);
+}
+
+#[test]
+fn pseudonymized_identities_appear_as_pseudonyms_never_as_the_ip() {
+    let s = Server::start_with_env(&[], &[("RL_SECRET", "top test secret")]);
+    let mut c = s.conn();
+    let ips = ["203.0.113.77", "2001:db8::7"];
+    let mut keys = Vec::new();
+    for ip in ips {
+        let pseudonym: String = redis::cmd("RL.PSEUDONYM")
+            .arg(ip)
+            .arg("NOW")
+            .arg(NOW)
+            .query(&mut c)
+            .unwrap();
+        let key = format!("rl:{{{pseudonym}}}:api");
+        for _ in 0..3 {
+            rl(&mut c, &format!("RL.FIXED {key} 1 60 NOW {NOW}"));
+        }
+        keys.push(key);
+    }
+    let rows = top(&mut c, "");
+    let mut got: Vec<(String, i64)> = rows.iter().map(|r| (r.key.clone(), r.denied)).collect();
+    got.sort();
+    keys.sort();
+    assert_eq!(got, keys.into_iter().map(|k| (k, 2)).collect::<Vec<_>>());
+    // Nowhere in the reply, in any field, in either protocol.
+    let client = redis::Client::open(format!("{}?protocol=resp3", s.url())).unwrap();
+    let resp3: Value = redis::cmd("RL.TOP")
+        .query(&mut client.get_connection().unwrap())
+        .unwrap();
+    let resp2: Value = redis::cmd("RL.TOP").query(&mut c).unwrap();
+    for reply in [format!("{resp2:?}"), format!("{resp3:?}")] {
+        for ip in ips {
+            assert!(!reply.contains(ip), "{ip} in {reply}");
+        }
+    }
 }
 
 #[test]
