@@ -172,8 +172,10 @@ memcheck: build ## part of the integration suite under valgrind (~3 min)
 # admitted and denied against the floor (benches/floor/floor.c, built here with gcc:
 # the same effects through the module API alone), its Lua script and CL.THROTTLE;
 # then the whole event loop standalone and on a one-node cluster, inside each
-# command, and RL.FIXED by module API function.
-instructions: build ## instructions per call under callgrind (~15 min)
+# command, and RL.FIXED by module API function; and what RL.TOP's summary adds to a
+# denied and an admitted call. One section alone: RL_INSTRUCTIONS_SECTIONS=top (or
+# floor, filter, scripts, cluster).
+instructions: build ## instructions per call under callgrind, RL.TOP's cost included (~15 min)
 	@command -v valgrind >/dev/null || $(MAKE) deps APT_PACKAGES=valgrind
 	@command -v gcc >/dev/null || $(MAKE) deps APT_PACKAGES=gcc
 	tools/instructions.sh

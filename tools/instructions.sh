@@ -27,14 +27,15 @@
 # redis-rl, as the floor and as its Lua script; and CL.THROTTLE (redis-cell, when
 # ../shared/anchors/redis-cell/libredis_cell.so or RL_CELL is there) against RL.GCRA.
 #
-# Section "top" (not run by default): what RL.TOP's summary costs, RL.FIXED and
-# RL.GCRA denied and admitted, with rl.top-size 0 against the default 1024, and
-# admitted while the summary holds the keys (every identity denied once before);
+# Section "top": what RL.TOP's summary costs, RL.FIXED and RL.GCRA denied and
+# admitted, with rl.top-size 0 against the default 1024 (the default-size runs are
+# the floor section's own, so with it this adds 5 runs), and admitted while the
+# summary holds the keys (every identity denied once before);
 # RL_INSTRUCTIONS_BEFORE=<module .so> adds a column for a build without RL.TOP.
 #
 # RL_INSTRUCTIONS_CALLS changes the number of calls, RL_INSTRUCTIONS_DIR keeps the
 # callgrind files there, RL_INSTRUCTIONS_SECTIONS picks "floor", "filter", "scripts",
-# "cluster" and/or "top" (all but "top" by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
+# "cluster" and/or "top" (all by default), RL_INSTRUCTIONS_RAW=0 skips the rl.integer-values no runs. Prints Markdown. Needs valgrind, gcc, redis-server, redis-cli and
 # redis-benchmark.
 set -euo pipefail
 
@@ -51,7 +52,7 @@ for tool in valgrind callgrind_annotate callgrind_control redis-cli redis-benchm
   command -v "$tool" >/dev/null || { echo "instructions: $tool is not installed" >&2; exit 2; }
 done
 [ -f "$module" ] || { echo "instructions: build the module first (make build)" >&2; exit 2; }
-sections=" ${RL_INSTRUCTIONS_SECTIONS:-floor filter scripts cluster} "
+sections=" ${RL_INSTRUCTIONS_SECTIONS:-floor filter scripts cluster top} "
 
 # The floor module, built against the module API header: the redis-module crate's
 # (cargo fetched it for the build), else the one in a server source tarball.
@@ -331,9 +332,9 @@ if [[ "$sections" == *" top "* ]]; then
     window=60
     [ "$c" = gcra ] && window=3600
     TOPSIZE=0 WARM=1 profile "${c}_top0_denied" standalone - "RL.$C" '{__rand_int__}:rl' 1 "$window" NOW "$now_us"
-    WARM=1 profile "${c}_top_denied" standalone - "RL.$C" '{__rand_int__}:rl' 1 "$window" NOW "$now_us"
+    WARM=1 profile "${c}_denied" standalone - "RL.$C" '{__rand_int__}:rl' 1 "$window" NOW "$now_us"
     TOPSIZE=0 profile "${c}_top0_admitted" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
-    profile "${c}_top_admitted" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
+    profile "${c}_standalone" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
     if [ -n "$before" ]; then
       MODULE=$before WARM=1 profile "${c}_before_denied" standalone - "RL.$C" '{__rand_int__}:rl' 1 "$window" NOW "$now_us"
       MODULE=$before profile "${c}_before_admitted" standalone - "RL.$C" '{__rand_int__}:rl' 100 "$window" NOW "$now_us"
@@ -355,8 +356,11 @@ if [[ "$sections" == *" top "* ]]; then
     for path in denied admitted; do
       b=""
       [ -n "$before" ] && b=$(cmd_of "${c}_before_$path")
-      awk -v n="RL.$C $path" -v b="$b" -v z="$(cmd_of "${c}_top0_$path")" -v t="$(cmd_of "${c}_top_$path")" \
-        -v tz="$(total "$work/${c}_top0_$path.out")" -v tt="$(total "$work/${c}_top_$path.out")" \
+      # The default-size runs, named as in the floor section.
+      t=${c}_denied
+      [ "$path" = admitted ] && t=${c}_standalone
+      awk -v n="RL.$C $path" -v b="$b" -v z="$(cmd_of "${c}_top0_$path")" -v t="$(cmd_of "$t")" \
+        -v tz="$(total "$work/${c}_top0_$path.out")" -v tt="$(total "$work/$t.out")" \
         'BEGIN {printf "| %s | %s | %d | %d | %+d | %d | %d |\n", n, b, z, t, t - z, tz, tt}'
     done
   done

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis
 
 from conftest import ON_MODULE, T0, Cluster, Server
-from redis_rl import TopEntry, connect, top
+from redis_rl import TopEntry, connect, connect_async, top, top_async
 
 # The scripts keep no denial summary: RL.TOP is the module's alone.
 pytestmark = pytest.mark.skipif(not ON_MODULE, reason="RL.TOP needs the module (RL_BACKEND=scripts)")
@@ -61,6 +63,35 @@ def test_top_merges_every_primary(cluster: Cluster) -> None:
     assert len(top(client, count=100, reset=True)) == len(keys)
     assert top(client) == []
     client.close()
+
+
+def test_top_async_merges_every_primary(cluster: Cluster, server: Server) -> None:
+    c = server.client()
+    top(c, reset=True)
+    deny(c, "top:async", 2)
+    sync = connect(cluster.url, cluster=True)
+    top(sync, count=100, reset=True)
+    keys = {f"{{a{i}}}:rl": i + 1 for i in range(12)}
+    for key, n in keys.items():
+        for _ in range(n + 1):
+            sync.execute_command("RL.FIXED", key, 1, 60, "NOW", T0)
+    sync.close()
+
+    async def scenario() -> None:
+        one = connect_async(f"redis://127.0.0.1:{server.port}")
+        assert [(e.key, e.denied) for e in await top_async(one)] == [("top:async", 2)]
+        with pytest.raises(ValueError):
+            await top_async(one, count=0)
+        await one.aclose()
+        # A fresh cluster client: its first call learns the primaries.
+        client = connect_async(cluster.url, cluster=True)
+        merged = await top_async(client, count=5, algorithm="fixed")
+        assert [(e.key, e.denied) for e in merged] == sorted(keys.items(), key=lambda kv: -kv[1])[:5]
+        assert len(await top_async(client, count=100, reset=True)) == len(keys)
+        assert await top_async(client) == []
+        await client.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_merge_adds_a_key_seen_on_two_servers() -> None:

@@ -16,7 +16,7 @@ from .headers import ratelimit_headers
 from .limits import Decision, Limit, Throttle
 from .middleware import RateLimitMiddleware, WSGIRateLimitMiddleware
 from .shadow import Shadow
-from .top import TopEntry, top
+from .top import TopEntry, top, top_async
 
 __all__ = [
     "AsyncRateLimiter",
@@ -39,4 +39,5 @@ __all__ = [
     "connect_async",
     "ratelimit_headers",
     "top",
+    "top_async",
 ]

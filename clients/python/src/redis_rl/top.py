@@ -7,10 +7,11 @@ counts add, errors included)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
-__all__ = ["TopEntry", "top"]
+__all__ = ["TopEntry", "top", "top_async"]
 
 
 @dataclass(frozen=True)
@@ -91,3 +92,19 @@ def top(client: Any, count: int = 10, algorithm: Optional[str] = None, reset: bo
         rows = client.execute_command(*args, target_nodes=node)
         answers.append([_entry(r) for r in rows])
     return merge(answers, count)
+
+
+async def top_async(
+    client: Any, count: int = 10, algorithm: Optional[str] = None, reset: bool = False
+) -> List[TopEntry]:
+    """`top` on a ``redis.asyncio`` client: a ``Redis`` or a ``RedisCluster``, whose
+    primaries are asked at once."""
+    args = _args(count, algorithm, reset)
+    if getattr(client, "get_primaries", None) is None:
+        return merge([[_entry(r) for r in await client.execute_command(*args)]], count)
+    # The asyncio cluster client learns its primaries on first use.
+    await client.initialize()
+    answers = await asyncio.gather(
+        *(client.execute_command(*args, target_nodes=node) for node in client.get_primaries())
+    )
+    return merge([[_entry(r) for r in rows] for rows in answers], count)

@@ -17,7 +17,7 @@ use redis_rl_client::{connect, DenyCache, FailurePolicy, Limit, RateLimitLayer};
 use tower::ServiceExt;
 
 /// The value of the sample whose labels include every pair of `labels`.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
         .find(|l| {
