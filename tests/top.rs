@@ -461,7 +461,7 @@ fn make_top_prints_the_rates_and_the_heavy_hitter() {
     {
         Ok(out) => out,
         Err(e) => {
-            println!("skipped: python3 could not run: {e}");
+            skipped(&format!("python3 could not run: {e}"));
             return;
         }
     };
