@@ -22,7 +22,7 @@ SKIPS := tools/skips.sh
 .DEFAULT_GOAL := all
 
 help: ## list the targets, one line each
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{ printf "  make %-20s %s\n", $$1, $$2 }'
 
 .PHONY: help scripts-sync all deps build run top test test-redis test-valkey test-clients test-php test-python test-node test-rust test-clients-valkey test-matrix unit lab fuzz bench bench-quick memcheck instructions memory worst-case clean
 
@@ -146,7 +146,7 @@ test-valkey: build $(VALKEY) ## integration tests on Valkey only
 unit: ## only the fast unit tests
 	$(CARGO) test --release --lib
 
-# The seed page's boundary-burst lab, printed for a person.
+# The boundary-burst lab (fixed window vs sliding window), printed for a person.
 lab: build ## print the fixed-vs-sliding boundary-burst lab
 	$(CARGO) test --release --test lab -- --nocapture --test-threads=1
 

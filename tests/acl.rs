@@ -2,8 +2,9 @@
 //! key patterns; the module checks the derived keys `<key>:<n>` that RL.FIXED and
 //! RL.SLIDECOUNT read and write, with the same read/write distinction. A refused call
 //! writes nothing (DUMP and expiry of every key, and the dirty counter, are compared
-//! as the default user before and after). The README's `ACL SETUSER` line grants the
-//! commands by name.
+//! as the default user before and after). The operations page's `ACL SETUSER` lines
+//! (by name; `+@ratelimit` where the server has module categories) grant every command
+//! the kits send.
 mod common;
 use common::*;
 
@@ -310,21 +311,46 @@ fn readme_acl_line_grants_the_commands() {
         .find(|l| l.trim_start().starts_with("ACL SETUSER app ") && l.contains("+rl.fixed"))
         .expect("docs/operations.md shows an ACL SETUSER line that grants by name")
         .trim();
+    let s = Server::start_with_env(&[], &[("RL_SECRET", "acl test secret")]);
+    app_may_run_every_kit_command(&s, line);
+}
+
+/// The docs' category line (`+@ratelimit`), run as written where the server lets modules
+/// add ACL categories (Redis 7.4+, Valkey): the same grants as the by-name line.
+#[test]
+fn docs_category_line_grants_the_commands() {
+    let page = operations_page();
+    let line = page
+        .lines()
+        .find(|l| l.trim_start().starts_with("ACL SETUSER app ") && l.contains("+@ratelimit"))
+        .expect("docs/operations.md shows an ACL SETUSER line that grants +@ratelimit")
+        .trim();
+    let s = Server::start_with_env(&[], &[("RL_SECRET", "acl test secret")]);
+    let categories: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut s.conn()).unwrap();
+    if !categories.iter().any(|c| c == "ratelimit") {
+        skipped("this server has no module ACL categories (Redis 7.4+ and Valkey do); run with RL_SERVER set to one");
+        return;
+    }
+    app_may_run_every_kit_command(&s, line);
+}
+
+/// Runs `line` (an `ACL SETUSER app …` from the docs) as the default user, then logs in
+/// as `app`: every command a kit sends succeeds on `rl:*` keys, anything else is refused
+/// and changes nothing.
+fn app_may_run_every_kit_command(s: &Server, line: &str) {
     let words: Vec<&str> = line.split_whitespace().collect();
     let password = words
         .iter()
         .find_map(|w| w.strip_prefix('>'))
         .expect("the line sets a password");
-
-    let s = Server::start_with_env(&[], &[("RL_SECRET", "acl test secret")]);
     let mut admin = s.conn();
     let version: String = {
         let info: String = redis::cmd("INFO").arg("server").query(&mut admin).unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .unwrap()
-            .trim()
-            .to_string()
+        let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name));
+        match field("valkey_version:") {
+            Some(v) => format!("valkey {}", v.trim()),
+            None => format!("redis {}", field("redis_version:").unwrap().trim()),
+        }
     };
     let ok = query(&mut admin, line).unwrap_or_else(|e| panic!("{line} on {version}: {e}"));
     assert_eq!(ok, Value::Okay, "{line}");
@@ -364,6 +390,10 @@ fn readme_acl_line_grants_the_commands() {
         pseudonym.ends_with(":trending") && pseudonym.len() == 33,
         "{pseudonym}"
     );
+    // What every kit's top() sends.
+    let top = query_line(&mut app, "RL.TOP COUNT 10")
+        .unwrap_or_else(|e| panic!("RL.TOP on {version}: {e}"));
+    assert!(matches!(top, Value::Array(_)), "RL.TOP: {top:?}");
 
     let before = state(&mut admin);
     for line in [

@@ -323,3 +323,156 @@ fn every_relative_link_leads_to_a_page_and_heading_that_exist() {
     println!("docs: {checked} relative links checked");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The version a kit's manifest declares (`"version": "x"` or `version = "x"`).
+fn kit_version(manifest: &str) -> String {
+    let text = std::fs::read_to_string(root().join(manifest)).expect("manifest");
+    text.lines()
+        .find_map(|l| {
+            let l = l.trim();
+            let rest = l
+                .strip_prefix("\"version\": \"")
+                .or_else(|| l.strip_prefix("version = \""))?;
+            Some(rest.split('"').next()?.to_string())
+        })
+        .unwrap_or_else(|| panic!("{manifest}: no version"))
+}
+
+/// Why one argument of an install line is not a tested form, if it is not. The kits are
+/// not on any registry: a kit is installed only as the artifact its package test builds
+/// and installs (npm's tarball, the wheel or sdist, Composer's artifact repository).
+/// Any other argument is a flag or a library from the registry.
+fn untested_install_argument(tool: &str, arg: &str, page: &str) -> Option<String> {
+    let arg = arg.trim_matches(|c| c == '\'' || c == '"');
+    if arg.starts_with('-') {
+        return None;
+    }
+    let node = kit_version("clients/node/package.json");
+    let python = kit_version("clients/python/pyproject.toml");
+    let php = kit_version("clients/php/composer.json");
+    let names_a_kit = arg.contains("redis-rl") || arg.contains("redis_rl");
+    let is_path = arg.starts_with('.') || arg.starts_with('/') || arg.contains("clients/");
+    let ok = match tool {
+        "npm install" => !(names_a_kit || is_path) || arg == format!("./redis-rl-{node}.tgz"),
+        "pip install" => {
+            !(names_a_kit || is_path)
+                || arg == "requirements.txt"
+                || [
+                    format!("/redis_rl-{python}-py3-none-any.whl"),
+                    format!("/redis_rl-{python}.tar.gz"),
+                ]
+                .iter()
+                .any(|end| arg.ends_with(end.as_str()))
+        }
+        "composer require" => {
+            let minor: String = php.split('.').take(2).collect::<Vec<_>>().join(".");
+            !(names_a_kit || is_path)
+                || (arg == format!("redis-rl/client:^{minor}")
+                    && (page.contains("\"type\": \"artifact\"") || page.contains("php.md#install")))
+        }
+        _ => unreachable!(),
+    };
+    (!ok).then(|| format!("`{tool} … {arg}`"))
+}
+
+/// Every `npm install`, `pip install` and `composer require` in the docs and in the
+/// kits' examples (prose, comments and shell blocks) installs a kit only in the form its
+/// package test installs, so a line pasted from the docs works.
+#[test]
+fn every_install_line_is_a_tested_form() {
+    let mut files = pages();
+    for kit in ["node", "php", "python", "rust"] {
+        let dir = root().join("clients").join(kit).join("examples");
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.path().is_file() {
+                files.push(e.path());
+            }
+        }
+    }
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for file in files {
+        let name = file
+            .strip_prefix(root())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        if name == "CHANGELOG.md" {
+            continue; // history, not instructions
+        }
+        let text = std::fs::read_to_string(&file).expect("file");
+        for (n, line) in text.lines().enumerate() {
+            for tool in ["npm install", "pip install", "composer require"] {
+                let mut rest = line;
+                while let Some(at) = rest.find(tool) {
+                    rest = &rest[at + tool.len()..];
+                    checked += 1;
+                    let args = rest
+                        .split(['`', ',', '#', ')', ';', '&', '|'])
+                        .next()
+                        .unwrap_or("");
+                    for arg in args.split_whitespace() {
+                        if let Some(why) = untested_install_argument(tool, arg, &text) {
+                            bad.push(format!("{name}:{}: {why}", n + 1));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("docs: {checked} install lines checked");
+    assert!(checked > 0, "no install line found");
+    assert!(
+        bad.is_empty(),
+        "install lines that name a kit in a form no test installs (npm: ./redis-rl-VERSION.tgz \
+         from npm pack; pip: the built wheel or sdist; composer: redis-rl/client:^MAJOR.MINOR \
+         from the artifact repository):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_install_check_refuses_untested_forms() {
+    let node = kit_version("clients/node/package.json");
+    let python = kit_version("clients/python/pyproject.toml");
+    for (tool, arg) in [
+        ("npm install", "redis-rl"),
+        ("npm install", "./clients/node"),
+        ("pip install", "redis-rl"),
+        ("pip install", "'redis-rl[metrics]'"),
+        ("pip install", "./clients/python"),
+        ("composer require", "redis-rl/client"),
+    ] {
+        assert!(
+            untested_install_argument(tool, arg, "php.md#install").is_some(),
+            "{tool} {arg}"
+        );
+    }
+    assert!(untested_install_argument("composer require", "redis-rl/client:^0.1", "").is_some());
+    for (tool, arg) in [
+        ("npm install", format!("./redis-rl-{node}.tgz")),
+        ("npm install", "prom-client".to_string()),
+        ("npm install", "@fastify/rate-limit".to_string()),
+        (
+            "pip install",
+            format!("dist/redis_rl-{python}-py3-none-any.whl"),
+        ),
+        ("pip install", "Flask-Limiter".to_string()),
+        ("pip install", "-r".to_string()),
+        ("composer require", "symfony/rate-limiter:^5.4".to_string()),
+    ] {
+        assert_eq!(
+            untested_install_argument(tool, &arg, ""),
+            None,
+            "{tool} {arg}"
+        );
+    }
+    assert_eq!(
+        untested_install_argument(
+            "composer require",
+            "redis-rl/client:^0.1",
+            "see php.md#install"
+        ),
+        None
+    );
+}

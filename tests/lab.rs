@@ -1,5 +1,5 @@
-//! The seed page's boundary-burst lab ("Rate Limiting: Fixed Window vs Sliding
-//! Window"), with the decision time given by NOW instead of waiting for the clock:
+//! The boundary-burst lab of the article the Lua scripts come from ("Rate Limiting:
+//! Fixed Window vs Sliding Window"), with the decision time given by NOW instead of waiting for the clock:
 //! limit 8 per 10 s, 8 requests 200 ms before a window boundary, then 8 more 200 ms
 //! after it. The fixed window lets both batches through (16 in about 400 ms), the
 //! sliding log denies the whole second batch, and the sliding counter admits one more
@@ -84,7 +84,7 @@ fn script(c: &mut Connection, sha: &str, keys: &[&str], args: &[String]) -> Vec<
         .unwrap()
 }
 
-/// The window index and elapsed ratio the seed's PHP caller passes to the counter
+/// The window index and elapsed ratio the article's PHP caller passes to the counter
 /// script, from microtime(true) (a double of seconds); 14 significant digits as PHP's
 /// (string) cast writes them.
 fn php_window(now_us: u64) -> (u64, String) {
@@ -187,7 +187,7 @@ fn boundary_burst() {
             "{name}"
         );
     }
-    // The layouts the seed page shows: rl:fixed:<window start in seconds>, and a log
+    // The layouts the article shows: rl:fixed:<window start in seconds>, and a log
     // with one entry per admitted request.
     for key in ["lab:fixed", "lab:lua:fixed"] {
         for (start, count) in [(BOUNDARY - WINDOW_US, 8), (BOUNDARY, 8)] {

@@ -24,33 +24,6 @@ use std::process::Command;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-/// redis-cell's release build: RL_REDIS_CELL if set (and then only there), else
-/// `<repo>/../shared/anchors/...` (a CI checkout has `shared/` beside it), else
-/// /work/shared. Without it, the test that needs it is reported as skipped (the
-/// differential tests cannot run) and says how to provide it.
-fn redis_cell() -> Option<PathBuf> {
-    let relative = Path::new("shared/anchors/redis-cell/libredis_cell.so");
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let tried: Vec<PathBuf> = match std::env::var_os("RL_REDIS_CELL") {
-        Some(path) => vec![PathBuf::from(path)],
-        None => repo
-            .parent()
-            .map(|p| p.join(relative))
-            .into_iter()
-            .chain([Path::new("/work").join(relative)])
-            .collect(),
-    };
-    let found = tried.iter().find(|p| p.is_file()).cloned();
-    if found.is_none() {
-        skipped(&format!(
-            "redis-cell not found (tried {tried:?}): set RL_REDIS_CELL to the path of a \
-             release build of redis-cell's libredis_cell.so (github.com/brandur/redis-cell) \
-             to run the differential tests"
-        ));
-    }
-    found
-}
-
 /// The preloaded clock, compiled once per test process.
 fn fake_clock_library() -> PathBuf {
     static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();

@@ -47,6 +47,7 @@ fixed_lua=$(sha "$root/lua/fixed_window.lua")
 count_lua=$(sha "$root/lua/sliding_window_counter.lua")
 log_lua=$(sha "$root/lua/sliding_window_log.lua")
 gcra_lua=$(sha "$root/benches/gcra.lua")
+counter_lua=$(sha "$root/scripts/counter.lua") # the kits' RL.COUNTER: rate-limit-redis's INCR + PEXPIRE layout
 i=$((now_s / 60))
 
 # measure NAME KEY-OF-ID0 WORDS...: B per identity, encoding and MEMORY USAGE of key 0.
@@ -80,6 +81,8 @@ module "RL.FIXED" "rl:id000000:$now_s" RL.FIXED "{}" 100 60 NOW "$now_us"
 measure "fixed_window.lua (INCR + EXPIRE)" "rl:id000000:$now_s" EVALSHA "$fixed_lua" 1 "{}" "$now_s" 60 100
 module "RL.SLIDECOUNT" "rl:id000000:$i" RL.SLIDECOUNT "{}" 100 60 NOW "$now_us"
 measure "sliding_window_counter.lua" "rl:id000000:$i" EVALSHA "$count_lua" 2 "{}:$i" "{}:$((i - 1))" 100 0.000000 60
+module "RL.COUNTER" "rl:id000000" RL.COUNTER "{}" 100 60 NOW "$now_us"
+measure "counter.lua (the kits' script)" "rl:id000000" EVALSHA "$counter_lua" 1 "{}" "{}" 100 60 NOW "$now_us"
 module "RL.GCRA" "rl:id000000" RL.GCRA "{}" 100 3600 NOW "$now_us"
 measure "gcra.lua (SET ... PX)" "rl:id000000" EVALSHA "$gcra_lua" 1 "{}" "$now_us" 36000000 100
 measure "RL.SLIDELOG, 1 entry" "rl:id000000" RL.SLIDELOG "{}" 100 60 NOW "$now_us"

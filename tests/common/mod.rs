@@ -395,3 +395,30 @@ pub fn secret_file_config(c: &mut Connection) -> String {
     assert_eq!(pair.first().map(String::as_str), Some("rl.secret-file"));
     pair.get(1).cloned().unwrap_or_default()
 }
+
+/// redis-cell's release build: RL_REDIS_CELL if set (and then only there), else
+/// `<repo>/../shared/anchors/...` (a CI checkout has `shared/` beside it), else
+/// /work/shared. Without it, the calling test is reported as skipped (SKIPPED on
+/// stderr, saying how to provide it), and the caller runs what it can without it.
+pub fn redis_cell() -> Option<std::path::PathBuf> {
+    let relative = std::path::Path::new("shared/anchors/redis-cell/libredis_cell.so");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tried: Vec<std::path::PathBuf> = match std::env::var_os("RL_REDIS_CELL") {
+        Some(path) => vec![std::path::PathBuf::from(path)],
+        None => repo
+            .parent()
+            .map(|p| p.join(relative))
+            .into_iter()
+            .chain([std::path::Path::new("/work").join(relative)])
+            .collect(),
+    };
+    let found = tried.iter().find(|p| p.is_file()).cloned();
+    if found.is_none() {
+        skipped(&format!(
+            "redis-cell not found (tried {tried:?}): set RL_REDIS_CELL to the path of a \
+             release build of redis-cell's libredis_cell.so (github.com/brandur/redis-cell) \
+             to run the tests that compare with it"
+        ));
+    }
+    found
+}

@@ -1,6 +1,7 @@
 // app.js: the quickstart's Express app (5 requests a minute per client) with the limiter's
 // metrics on a /metrics route for Prometheus to scrape.
-// npm install redis-rl express ioredis prom-client, then node app.js (Redis with the module on REDIS_URL).
+// npm install ./redis-rl-0.1.0.tgz express ioredis prom-client, then node app.js (Redis with the module on REDIS_URL).
+// redis-rl-0.1.0.tgz: the package, built with npm pack (docs/frameworks/node.md#install).
 const express = require('express');
 const Redis = require('ioredis');
 const { Registry, collectDefaultMetrics } = require('prom-client');

@@ -1,5 +1,6 @@
 // app.js: express-rate-limit, decided by the redis-rl module.
-// npm install redis-rl express express-rate-limit ioredis, then node app.js.
+// npm install ./redis-rl-0.1.0.tgz express express-rate-limit ioredis, then node app.js.
+// redis-rl-0.1.0.tgz: the package, built with npm pack (docs/frameworks/node.md#install).
 const express = require('express');
 const { rateLimit } = require('express-rate-limit');
 const Redis = require('ioredis');

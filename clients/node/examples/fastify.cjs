@@ -1,5 +1,6 @@
 // app.js: @fastify/rate-limit, decided by the redis-rl module.
-// npm install redis-rl fastify @fastify/rate-limit ioredis, then node app.js.
+// npm install ./redis-rl-0.1.0.tgz fastify @fastify/rate-limit ioredis, then node app.js.
+// redis-rl-0.1.0.tgz: the package, built with npm pack (docs/frameworks/node.md#install).
 const Fastify = require('fastify');
 const Redis = require('ioredis');
 const { redisRlStore } = require('redis-rl/fastify');

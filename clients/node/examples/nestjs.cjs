@@ -1,6 +1,7 @@
 // app.js: @nestjs/throttler, decided by the redis-rl module.
-// npm install redis-rl @nestjs/common @nestjs/core @nestjs/platform-express @nestjs/throttler
+// npm install ./redis-rl-0.1.0.tgz @nestjs/common @nestjs/core @nestjs/platform-express @nestjs/throttler
 //   reflect-metadata rxjs ioredis, then node app.js.
+// redis-rl-0.1.0.tgz: the package, built with npm pack (docs/frameworks/node.md#install).
 // (Plain JavaScript: the decorators are applied as functions; in TypeScript write
 // @Module({...}) and @Controller() as usual.)
 require('reflect-metadata');

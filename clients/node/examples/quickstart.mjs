@@ -1,5 +1,6 @@
 // app.mjs: an Express app whose every route allows 5 requests a minute per client.
-// npm install redis-rl express ioredis, then node app.mjs (Redis with the module on REDIS_URL).
+// npm install ./redis-rl-0.1.0.tgz express ioredis, then node app.mjs (Redis with the module on REDIS_URL).
+// redis-rl-0.1.0.tgz: the package, built with npm pack (docs/frameworks/node.md#install).
 import express from 'express';
 import { Redis } from 'ioredis';
 import { createRateLimiter, ioredisOptions } from 'redis-rl';

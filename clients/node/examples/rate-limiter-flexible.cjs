@@ -1,5 +1,6 @@
 // rlflex.js: rate-limiter-flexible's RateLimiterRedis, decided by the redis-rl module.
-// npm install redis-rl rate-limiter-flexible ioredis, then node rlflex.js.
+// npm install ./redis-rl-0.1.0.tgz rate-limiter-flexible ioredis, then node rlflex.js.
+// redis-rl-0.1.0.tgz: the package, built with npm pack (docs/frameworks/node.md#install).
 const Redis = require('ioredis');
 const { RateLimiterRedisRl } = require('redis-rl/rate-limiter-flexible');
 

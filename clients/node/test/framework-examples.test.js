@@ -1,12 +1,15 @@
 // The framework quickstarts in docs/frameworks/{express-rate-limit,fastify,nestjs}.md are
 // these files: each runs as `node app.js` (CommonJS) against a real module-enabled server,
-// and its sixth request in a minute is refused.
+// and its sixth request in a minute is refused. The middleware and RL.THROTTLE examples
+// of docs/frameworks/node.md run too, and print what the page shows (examples/*.out).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { BACKEND, noBlock, startServer } from './support/servers.js';
+import { BACKEND, SECRET, noBlock, startServer } from './support/servers.js';
+import { assertShown, curlText } from './support/shown.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../examples');
 
@@ -14,9 +17,9 @@ let redis;
 before(async () => { redis = await startServer(); });
 after(async () => { await redis?.stop(); });
 
-async function startApp(file) {
+async function startApp(file, redisUrl = redis.url) {
   const proc = spawn(process.execPath, [join(examples, file)], {
-    env: { ...process.env, PORT: '0', REDIS_URL: redis.url },
+    env: { ...process.env, PORT: '0', REDIS_URL: redisUrl, RL_SECRET: SECRET },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -85,5 +88,35 @@ describe('the metrics example', () => {
     } finally {
       await server.stop();
     }
+  });
+});
+
+describe('the middleware example of docs/frameworks/node.md', () => {
+  it('express-middleware.mjs: the first and fourth answers, then an answer while Redis is down, as shown', async () => {
+    const own = await startServer(); // stopped halfway
+    const server = await startApp('express-middleware.mjs', own.url);
+    try {
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push(await curlText(await fetch(server.url)));
+      // The burst's remaining count depends on how fast the requests came.
+      assertShown('express-middleware.out', answers[0] + answers[3], [/"burst";r=\d+/g]);
+      await own.stop();
+      const offline = await curlText(await fetch(server.url));
+      const reports = server.output().split('\n').filter((l) => l.startsWith('rate limiter: '));
+      assertShown('express-middleware-offline.out', `${reports.join('\n')}\n${offline}`);
+    } finally {
+      await server.stop();
+      await own.stop();
+    }
+  });
+});
+
+describe('the RL.THROTTLE example of docs/frameworks/node.md', () => {
+  it('throttle.mjs prints what the page shows', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [join(examples, 'throttle.mjs')], {
+      env: { ...process.env, REDIS_URL: redis.url }, timeout: 15_000,
+    });
+    // A lease's wait counts down from its ttl as the clock runs.
+    assertShown('throttle.out', stdout, [/"retryAfter":1[12]\d{4}/g]);
   });
 });

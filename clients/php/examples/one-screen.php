@@ -1,7 +1,8 @@
 <?php
 
-// app.php in a project that ran `composer require redis-rl/client`; a module-enabled
-// Redis on REDIS_PORT (default 6379). Run: php app.php
+// app.php in a project that ran `composer require redis-rl/client:^0.1` (with the artifact
+// repository of docs/frameworks/php.md#install); a module-enabled Redis on REDIS_PORT
+// (default 6379). Run: php app.php
 require __DIR__ . '/vendor/autoload.php';
 
 use RedisRl\Connection\RedisConnection;

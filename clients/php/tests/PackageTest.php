@@ -54,12 +54,10 @@ final class PackageTest extends KitTestCase
             $port = Servers::get()->standalone();
             exec('cd ' . escapeshellarg($app) . " && REDIS_PORT={$port} php app.php 2>&1", $output, $rc);
             self::assertSame(0, $rc, implode("\n", $output));
-            self::assertSame('hit 1: allowed, 2 left, retry after 0 ms', $output[0]);
-            self::assertSame('hit 3: allowed, 0 left, retry after 0 ms', $output[2]);
-            self::assertMatchesRegularExpression('/^hit 4: denied, 0 left, retry after [0-9]{4,5} ms$/', $output[3]);
-            self::assertSame('RateLimit-Policy: "search";q=3;w=10', $output[4]);
-            self::assertMatchesRegularExpression('/^RateLimit: "search";r=0;t=1[01]$/', $output[5]);
-            self::assertMatchesRegularExpression('/^Retry-After: 1[01]$/', $output[6]);
+            // What docs/frameworks/php.md shows it printing, the values the clock decides
+            // (the wait, which the test's speed shortens by a few ms) masked on both sides.
+            $mask = static fn (string $text): string => (string) preg_replace(['/retry after [0-9]{4,5} ms/', '/t=1[01]$/m', '/Retry-After: 1[01]$/m'], ['retry after N ms', 't=N', 'Retry-After: N'], $text);
+            self::assertSame($mask((string) file_get_contents(dirname(__DIR__) . '/examples/one-screen.out')), $mask(implode("\n", $output) . "\n"));
         } finally {
             exec('rm -rf ' . escapeshellarg($app));
         }

@@ -1,6 +1,7 @@
 """`make run` gives RL.PSEUDONYM a secret: the Makefile's own recipe (read with
 `make -n`), run into a temp dir, creates the file once (0600) and the server it
-starts answers RL.PSEUDONYM with it."""
+starts answers RL.PSEUDONYM with it; with `RL_SECRET=… make run`, the server answers
+with that secret instead."""
 
 from __future__ import annotations
 
@@ -22,11 +23,15 @@ from conftest import KIT_DIR, MODULE, START_TIMEOUT, free_port
 REPO = (KIT_DIR / "../..").resolve()
 
 
-def recipe(secret_file: Path) -> List[List[str]]:
-    """The commands `make run` would run after building."""
+def recipe(secret_file: Path, rl_secret: str | None = None) -> List[List[str]]:
+    """The commands `make run` would run after building (RL_SECRET in make's environment
+    when given, as `RL_SECRET=… make run` sets it)."""
+    env = {k: v for k, v in os.environ.items() if k != "RL_SECRET"}
+    if rl_secret is not None:
+        env["RL_SECRET"] = rl_secret
     out = subprocess.run(
         ["make", "-n", "-s", "run", f"RL_SECRET_FILE={secret_file}", "CARGO=true"],
-        cwd=REPO, check=True, capture_output=True, text=True, timeout=60,
+        cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=60,
     ).stdout
     wanted = ("tools/local-secret.sh ", "redis-server ")
     return [shlex.split(line) for line in out.splitlines() if line.startswith(wanted)]
@@ -50,8 +55,33 @@ def test_make_run_creates_a_secret_once_and_rl_pseudonym_works(tmp_path: Path) -
 
     assert server[:2] == ["redis-server", "redis.conf"]
     assert server[2:] == ["--rl.secret-file", str(secret_file)]
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "RL_SECRET"}
+    assert pseudonym_from(server, env, tmp_path) == expected_pseudonym(secret)
+
+
+def test_rl_secret_make_run_uses_that_secret(tmp_path: Path) -> None:
+    if not MODULE.is_file() or MODULE != (REPO / "target/release/libredis_rl.so").resolve():
+        pytest.skip("redis.conf loads ./target/release/libredis_rl.so; RL_MODULE points elsewhere")
+    secret = "a secret from the environment"
+    commands = recipe(tmp_path / "rl-secret", rl_secret=secret)
+    server = next(c for c in commands if c[0] == "redis-server")
+    assert server == ["redis-server", "redis.conf"], "no secret file when RL_SECRET is set"
+    # make passes its environment to the server it starts.
+    env = {**os.environ, "RL_SECRET": secret}
+    assert pseudonym_from(server, env, tmp_path) == expected_pseudonym(secret)
+
+
+NOW_US = 1_718_609_349_800_000
+
+
+def expected_pseudonym(secret: str) -> str:
+    day = datetime.fromtimestamp(NOW_US / 1e6, tz=timezone.utc).strftime("%Y-%m-%d")
+    return hmac.new(secret.encode(), f"203.0.113.7|{day}".encode(), hashlib.sha256).hexdigest()[:24]
+
+
+def pseudonym_from(server: List[str], env: dict, tmp_path: Path) -> str:
+    """Starts `server` (make run's command) on a free port and asks it for RL.PSEUDONYM."""
+    port = free_port()
     process = subprocess.Popen(
         [*server, "--port", str(port), "--logfile", str(tmp_path / "server.log")],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -67,10 +97,7 @@ def test_make_run_creates_a_secret_once_and_rl_pseudonym_works(tmp_path: Path) -
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        now_us = 1_718_609_349_800_000
-        day = datetime.fromtimestamp(now_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d")
-        expected = hmac.new(secret.encode(), f"203.0.113.7|{day}".encode(), hashlib.sha256).hexdigest()[:24]
-        assert client.execute_command("RL.PSEUDONYM", "203.0.113.7", "NOW", now_us) == expected
+        return client.execute_command("RL.PSEUDONYM", "203.0.113.7", "NOW", NOW_US)
     finally:
         process.kill()
         process.wait(timeout=5)

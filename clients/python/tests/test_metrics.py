@@ -264,7 +264,7 @@ except ImportError as exc:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "True", "redis-rl metrics need prometheus_client: pip install 'redis-rl[metrics]'"]
+        "True", "redis-rl metrics need prometheus_client: pip install prometheus_client"]
 
 
 async def _ok(scope: Any, receive: Any, send: Any) -> None:

@@ -10,6 +10,10 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 cargo package --locked --no-verify --allow-dirty --quiet
 crate="$kit/target/package/redis-rl-client-$version.crate"
 test -f "$crate"
+files=$(tar -tzf "$crate")
+for file in LICENSE README.md Cargo.toml; do
+  grep -qx "redis-rl-client-$version/$file" <<<"$files" || { echo "package: no $file in the crate"; exit 1; }
+done
 
 scratch=$(mktemp -d)
 server_pid=""

@@ -3,8 +3,8 @@ every redis-rl kit uses (docs/metrics.md), so one dashboard serves them all.
 
 Off unless asked: `RateLimiter(client, failure=..., metrics=registry)` records in that
 `prometheus_client.CollectorRegistry`, `metrics=True` in prometheus_client's default
-`REGISTRY`. prometheus_client is an optional dependency (`pip install 'redis-rl[metrics]'`):
-nothing here imports it until metrics are turned on.
+`REGISTRY`. prometheus_client is an optional dependency (`pip install prometheus_client`,
+or the `metrics` extra): nothing here imports it until metrics are turned on.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Metrics:
             import prometheus_client
         except ImportError:
             raise ImportError(
-                "redis-rl metrics need prometheus_client: pip install 'redis-rl[metrics]'"
+                "redis-rl metrics need prometheus_client: pip install prometheus_client"
             ) from None
         registry = prometheus_client.REGISTRY if metrics is True else metrics
         if not isinstance(registry, prometheus_client.CollectorRegistry):

@@ -191,7 +191,8 @@ async fn throttle_as_redis_cell() {
     let clock = FakeClock::new();
     let rl = limiter(&server, &clock);
     let k = key("throttle");
-    // redis-cell's README example: 15 burst, 30 per 60 s.
+    // redis-cell's README example: 15 burst, 30 per 60 s (docs/frameworks/tower.md shows
+    // this first reply).
     let t = rl.throttle(&k, 15, 30, 60, 1).await;
     assert_eq!(
         (

@@ -199,6 +199,12 @@ async fn mistakes_are_raised_to_the_caller_never_sent_to_the_failure_policy() {
         assert!(zero.contains("invalid limit 'f'"), "{zero}");
         assert!(zero.contains("from 1 to"), "{zero}");
     }
+    // The line docs/frameworks/tower.md shows, as it is.
+    let burst = Limit::gcra("burst", "rl:{bad}", 10, Duration::from_secs(1)).burst(0);
+    assert_eq!(
+        burst.validate().unwrap_err().to_string(),
+        "redis-rl: invalid limit 'burst': the burst must be from 1 to 1000000000000000, not 0"
+    );
     // A clock in milliseconds instead of µs: the kit names the unit.
     let ms_clock = reports
         .limiter(&url, FailurePolicy::Open)
