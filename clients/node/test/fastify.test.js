@@ -129,6 +129,29 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       assert.deepEqual(results, { stock: 16, slidecount: 9, slidelog: 9, gcra: 11, fixed: 16, counter: 16 });
     });
 
+    it('a numeric timeWindow the module cannot take is refused at registration, with its name, never per request', async () => {
+      const store = () => redisRlStore({ client: shared.conn.client, timeout: SLOW_OK });
+      const refused = /redis-rl\/fastify: (route GET\/long: )?timeWindow must be 1 ms to ten years \(315360000000 ms\), got /;
+      // Global: the plugin builds the store when it registers.
+      await assert.rejects(app(plugin, { max: 2, timeWindow: '285421 years', store: store() }), refused);
+      await assert.rejects(app(plugin, { max: 2, timeWindow: 0, store: store() }), refused);
+      // A route's: its store is built when the route is added.
+      await assert.rejects(app(plugin, { max: 2, timeWindow: 1000, store: store() },
+        (f) => f.get('/long', { config: { rateLimit: { timeWindow: 315_360_000_001 } } }, async () => 'ok')), /route GET\/long: timeWindow .* got 315360000001 ms/);
+      // Ten years is the longest window, and a function is only known per request.
+      const srv = await app(plugin, { max: 1, timeWindow: 315_360_000_000, store: store() },
+        (f) => {
+          f.get('/', async () => 'ok');
+          f.get('/f', { config: { rateLimit: { timeWindow: () => 1000 } } }, async () => 'ok');
+        });
+      try {
+        const id = freshId();
+        assert.deepEqual([(await srv.hit(id)).status, (await srv.hit(id)).status, (await srv.hit(id, '/f')).status], [200, 429, 200]);
+      } finally {
+        await srv.close();
+      }
+    });
+
     it('shadow: a would-be denial passes, is reported and counted; the headers show the real state', async () => {
       const reported = [];
       const Store = redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, shadow: true, clock: () => T, onShadow: (d, info) => reported.push(info.keys) });

@@ -65,12 +65,16 @@ describe('@nestjs/throttler 6', () => {
         [200, '3', '2', '10', undefined],
         [200, '3', '1', '10', undefined],
         [200, '3', '0', '10', undefined],
-        // Blocked exactly until the module admits again: 7 s, when the first hit leaves the log.
-        [429, undefined, undefined, undefined, '7'],
+        // No blockDuration is the guard's blockDuration = ttl: blocked 10 s from the
+        // denial, as the stock storages do, not the 7 s until the first hit leaves the log.
+        [429, undefined, undefined, undefined, '10'],
       ]);
       assert.deepEqual(JSON.parse((await srv.hit(id)).body), { statusCode: 429, message: 'ThrottlerException: Too Many Requests' });
       await time.at(10_001);
-      assert.deepEqual([(await srv.hit(id)).status, (await srv.hit(id)).status], [200, 429]);
+      assert.deepEqual([(await srv.hit(id)).status, (await srv.hit(id)).headers['retry-after']], [429, '3']);
+      // The block cleared the log: a full budget again at its end.
+      await time.at(13_000);
+      assert.deepEqual([(await srv.hit(id)).status, (await srv.hit(id)).status, (await srv.hit(id)).status, (await srv.hit(id)).status], [200, 200, 200, 429]);
     } finally {
       await srv.close();
     }
@@ -113,13 +117,15 @@ describe('@nestjs/throttler 6', () => {
         assert.deepEqual(seen.slice(0, 2), [[200, '9', null], [200, '8', null]], name);
         assert.deepEqual(seen.slice(2).map((x) => x[0]), [429, 429, 429], name);
         const [, keys] = await raw(shared.conn.client, 'SCAN', '0', 'MATCH', `${prefix}*`, 'COUNT', '1000');
-        counts[name] = (await Promise.all(keys.map((k) => raw(shared.conn.client, 'ZCARD', k)))).sort();
+        const logs = keys.filter((k) => !k.endsWith(':block'));
+        counts[name] = [(await Promise.all(logs.map((k) => raw(shared.conn.client, 'ZCARD', k)))).sort(), keys.length - logs.length];
       } finally {
         await srv.close();
       }
     }
     // Three denied requests: the stock guard's loop had already spent 'wide' on them.
-    assert.deepEqual(counts, { 'stock guard': [2, 5], RedisRlThrottlerGuard: [2, 2] });
+    // 'narrow' denied, so it is blocked (its default blockDuration, the ttl), its log cleared.
+    assert.deepEqual(counts, { 'stock guard': [[5], 1], RedisRlThrottlerGuard: [[2], 1] });
   });
 
   it('blockDuration other than the ttl: after a denial the tracker is blocked that long, as the stock storage does (429 with its Retry-After, then 200)', async (t) => {

@@ -281,6 +281,29 @@ return {consumed, ttl}`;
     assert.equal((await rl.get(other)).consumedPoints, 3);
   });
 
+  it('inMemoryBlockOnConsumed: blocked in the process without asking Redis; deleteInMemoryBlockedAll (the library\'s) lifts every such block', async () => {
+    const rl = new RateLimiterRedisRl({ storeClient: shared.conn.client, timeout: SLOW_OK, points: 2, duration: 60, keyPrefix: 'mem', algorithm: 'slidelog', clock: () => T, inMemoryBlockOnConsumed: 3, inMemoryBlockDuration: 30 });
+    const ids = [freshId(), freshId()];
+    for (const id of ids) {
+      await rl.consume(id);
+      await rl.consume(id);
+      // The denial reaches 3 consumed: the library blocks the key in memory for 30 s.
+      const denied = (await settle(rl.consume(id))).res;
+      assert.deepEqual([denied.consumedPoints, denied.msBeforeNext], [3, 30_000]);
+      // Refused from memory: the library's RateLimiterRes(0, ms), Redis not asked.
+      const inMemory = (await settle(rl.consume(id))).res;
+      assert.equal(inMemory.consumedPoints, 0);
+      assert.ok(inMemory.msBeforeNext <= 30_000 && inMemory.msBeforeNext > 29_000, `the in-memory block: ${inMemory.msBeforeNext}`);
+    }
+    rl.deleteInMemoryBlockedAll();
+    // Both keys are asked of the module again (consumed 3: its log still holds two hits),
+    // and its denial blocks them in memory anew.
+    for (const id of ids) {
+      const again = (await settle(rl.consume(id))).res;
+      assert.deepEqual([again.consumedPoints, again.msBeforeNext], [3, 30_000]);
+    }
+  });
+
   it('the boundary burst: RateLimiterRedis admits 16, the module\'s sliding windows about half', async (t) => {
     const consuming = (limiter) => ({ admit: async (id) => (await settle(limiter.consume(id))).ok });
     const results = await burstResults({

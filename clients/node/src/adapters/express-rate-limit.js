@@ -23,7 +23,7 @@ function countingBudget(algorithm, windowMs) {
 // Options of the stock stores (rate-limit-redis) that mean something else here, refused
 // when the store is built rather than silently ignored.
 const REFUSED = {
-  resetExpiryOnChange: 'restarts the window on every request (rate-limit-redis 4; removed in 6), so a client that keeps calling is never reset; redis-rl\'s windows slide by themselves: remove it',
+  resetExpiryOnChange: 'is rate-limit-redis 4\'s (removed in 6): it restarts the window at every request, denied ones included, so a client that keeps calling is never reset. No redis-rl algorithm restarts its window on a request (with algorithm \'counter\' the window ends windowMs after the request that opened it), so it is refused: remove it',
   sendCommand: 'is rate-limit-redis\'s; pass the connection as `client` (node-redis or ioredis)',
   sendCommandCluster: 'is rate-limit-redis\'s; pass the cluster connection as `client` (node-redis or ioredis)',
 };

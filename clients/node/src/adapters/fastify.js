@@ -16,7 +16,9 @@ const WHO = 'redis-rl/fastify';
 //   exponentialBackoff   BLOCK … BACKOFF: the k-th denied request waits timeWindow × 2^(k-1)
 // With both continueExceeding and exponentialBackoff, continueExceeding wins, as in the
 // plugin's stores.
-const LONGEST = '315360000s';
+// The module's longest window and block: ten years.
+const LONGEST_MS = 315_360_000_000;
+const LONGEST = `${LONGEST_MS}ms`;
 function blockOf(params) {
   const ban = Number.isFinite(params.ban) && params.ban >= 0;
   if (!ban && !params.continueExceeding && !params.exponentialBackoff) return undefined;
@@ -25,6 +27,15 @@ function blockOf(params) {
     extend: Boolean(params.continueExceeding),
     backoff: params.continueExceeding || !params.exponentialBackoff ? undefined : LONGEST,
   };
+}
+
+// A numeric timeWindow (the plugin has turned strings into ms) is known when the plugin
+// builds the store, so it is refused there, with its name, rather than on every request;
+// a function's value is only known per request, and the module refuses it then.
+function checkWindow(timeWindow, route) {
+  if (typeof timeWindow !== 'number') return;
+  if (Number.isInteger(timeWindow) && timeWindow >= 1 && timeWindow <= LONGEST_MS) return;
+  throw new TypeError(`${WHO}: ${route ? `route ${route}: ` : ''}timeWindow must be 1 ms to ten years (${LONGEST_MS} ms), got ${timeWindow} ms`);
 }
 
 /**
@@ -48,6 +59,7 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
     #failure;
 
     constructor(params = {}, route = '') {
+      checkWindow(params.timeWindow, route);
       this.#block = blockOf(params);
       this.#route = route;
       this.#failure = params.skipOnError ? 'open' : 'closed';

@@ -48,12 +48,13 @@ export class RedisRlThrottlerStorage {
   #policy(key, ttl, limit, blockDuration, throttlerName, tag) {
     const redisKey = tag === undefined ? tagged(this.#prefix, key) : `${tagged(this.#prefix, tag)}:${key}`;
     const policy = limitFor(this.#adapter, throttlerName, limit, ttl, redisKey);
-    // The guard passes blockDuration = ttl when none is configured (and so for 0: it
-    // takes `blockDuration || ttl`): the module's own retry is then the wait. Any other
-    // value is the module's penalty box (BLOCK): once the throttler denies, every request
-    // is denied for blockDuration, spending nothing, and the retry is the block's end
-    // (the stock storage's isBlocked/timeToBlockExpire).
-    if (blockDuration !== undefined && blockDuration !== 0 && blockDuration !== ttl) {
+    // The stock storages block for blockDuration from the denial, and the guard passes
+    // blockDuration = ttl when none is configured: every positive blockDuration is the
+    // module's penalty box (BLOCK). Once the throttler denies, every request is denied
+    // for blockDuration, spending nothing, and the retry is the block's end (the stock
+    // storage's isBlocked/timeToBlockExpire). 0 (which @nestjs/throttler 6.7 passes as
+    // given) is its in-memory storage's "no block": the module's own retry is the wait.
+    if (blockDuration !== undefined && blockDuration !== 0) {
       if (!Number.isInteger(blockDuration) || blockDuration < 1) {
         throw new TypeError(`${WHO}: throttler "${throttlerName}": blockDuration must be a positive number of milliseconds, got ${blockDuration}`);
       }

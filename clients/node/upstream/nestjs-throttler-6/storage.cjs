@@ -18,25 +18,13 @@ let instances = 0;
 const prefix = () => `${process.pid}:${Date.now()}:${++instances}:`;
 
 // The tests wait with `setTimeout` from node:timers/promises (up to 20 s each; about
-// 90 s in all). For our storage those waits step its clock instead (the NOW it sends),
-// so the run takes seconds. Each storage's clock reads a minute boundary at its first
-// call, so where the module's windows start (they are aligned to the clock) is the same
-// on every run and for every app, whatever the time of day and however long the app took
-// to start. RL_UPSTREAM_REALTIME=1 keeps the real waits and the server's clock (the stock
-// storage always runs so: it reads the server's clock).
-const virtual = !stock && !process.env.RL_UPSTREAM_REALTIME;
-const START = 1718609340000;
+// 90 s in all). For our storage on the algorithms that decide at NOW alone, those waits
+// step its clock instead (the NOW it sends), so the run takes seconds. RL.COUNTER
+// (algorithm 'counter') ends a window when its key expires on the server clock, which a
+// step does not move, so it waits for real, as the stock storage does (it reads the
+// server's clock); so does RL_UPSTREAM_REALTIME=1.
+const virtual = !stock && !process.env.RL_UPSTREAM_REALTIME && process.env.RL_UPSTREAM_ALGORITHM !== 'counter';
 let offset = 0;
-function clockFrom() {
-  let first; // [Date.now(), offset] at the first reading
-  return () => {
-    // One reading of Date.now(): two could straddle a millisecond and move the first
-    // call off the window's start (a test's answer would then depend on the machine's load).
-    const wall = Date.now();
-    first ??= [wall, offset];
-    return START + (wall - first[0]) + (offset - first[1]);
-  };
-}
 if (virtual) {
   const timers = require('node:timers/promises');
   // One worker runs several test files, each loading this file anew: wrap the original.
@@ -76,7 +64,7 @@ function storageFor() {
     timeout: 5000,
     prefix: `rl:nest:${prefix()}`,
     algorithm: process.env.RL_UPSTREAM_ALGORITHM || undefined,
-    clock: virtual ? clockFrom() : undefined,
+    clock: virtual ? () => Date.now() + offset : undefined,
   });
 }
 

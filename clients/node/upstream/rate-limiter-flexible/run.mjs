@@ -14,12 +14,13 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { startServer } from '../../test/support/servers.js';
+import { upstream } from '../common.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const kit = resolve(here, '../..');
 const env = resolve(kit, '../../.tools/rlflex-env');
 const tree = join(env, 'rate-limiter-flexible-11.1.0');
-const tarball = resolve(kit, '../../../shared/upstream/rate-limiter-flexible-11.1.0.tar.gz');
+const tarball = join(upstream, 'rate-limiter-flexible-11.1.0.tar.gz');
 const FILES = ['test/RateLimiterRedis.ioredis.test.js', 'test/RateLimiterRedis.redis.test.js', 'test/BurstyRateLimiter.test.js'];
 // The test dependencies at the versions the tree's package.json names.
 const DEPS = ['chai@^4.5.0', 'mocha@^10.8.2', 'sinon@^17.0.2', 'ioredis@^5.10.1', 'redis@^4.7.1'];

@@ -27,6 +27,9 @@ function storeFor() {
     prefix: prefix('rl:erl'),
     algorithm: process.env.RL_UPSTREAM_ALGORITHM || undefined,
     clock: () => Date.now(),
+    // On a busy machine the first call (connect, find the backend) can outlast the
+    // default 300 ms; a slow reply still fails its test, never passes it.
+    timeout: 5000,
   });
 }
 
