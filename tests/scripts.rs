@@ -1684,6 +1684,151 @@ fn refunded_counters_differ_only_in_encoding() {
     assert_ne!(encoding(&mut c, &name('m')), "int");
 }
 
+/// Deliberate difference: a RL.SLIDELOG member is `<µs>:<8 random hex>` on both, and
+/// the random part differs, as it does between two module calls. Everything else is
+/// the same: scores, the timestamp in each member, the count, the expiry.
+#[test]
+fn slidelog_members_differ_only_in_their_random_suffix() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    // Two twins a side (m and n by the module, s and t by the script), the same calls:
+    // 13 units, 12 of them at one µs.
+    for (cost, now) in [(4, T0), (4, T0), (4, T0), (1, T0 + 1)] {
+        let call = Call {
+            command: "slidelog",
+            args: [
+                "{l}:X",
+                "20",
+                "3600",
+                "COST",
+                &cost.to_string(),
+                "NOW",
+                &now.to_string(),
+            ]
+            .map(String::from)
+            .to_vec(),
+            keys: vec![0],
+        };
+        let r = pipeline(
+            &mut c,
+            &[
+                cmd_for(&shas, &call, Impl::Module, 'm'),
+                cmd_for(&shas, &call, Impl::Module, 'n'),
+                cmd_for(&shas, &call, Impl::Script, 's'),
+                cmd_for(&shas, &call, Impl::Script, 't'),
+            ],
+        );
+        assert!(r.iter().all(|x| x == &r[0]), "{r:?}");
+    }
+    assert_same_state(&mut c, 'm', 's', "after the calls");
+    assert_same_state(&mut c, 'n', 't', "after the calls");
+    let suffixes = |c: &mut Connection, l: char| -> std::collections::BTreeSet<String> {
+        let log: Vec<(String, String)> = redis::cmd("ZRANGE")
+            .arg(format!("{{l}}:{l}"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(c)
+            .expect("ZRANGE");
+        assert_eq!(log.len(), 13, "{l}: {log:?}");
+        log.iter()
+            .map(|(member, score)| {
+                // Exactly `<score>:<8 lowercase hex>`.
+                assert_eq!(log_member(member), Some(score.as_str()), "{l}: {member}");
+                member[score.len() + 1..].to_string()
+            })
+            .collect()
+    };
+    let [m, n, s, t] = ['m', 'n', 's', 't'].map(|l| suffixes(&mut c, l));
+    // Random on both: no side repeats another's suffixes (a clash is 1 in ~2^25).
+    for (a, b) in [(&m, &n), (&s, &t), (&m, &s), (&n, &t)] {
+        assert!(a.is_disjoint(b), "{a:?} {b:?}");
+    }
+}
+
+/// One command over a socket of its own: the reply's first line, byte for byte (the
+/// client library would decode an error's text).
+fn raw_reply_line(port: u16, words: &[&[u8]]) -> Vec<u8> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut request = format!("*{}\r\n", words.len()).into_bytes();
+    for w in words {
+        request.extend(format!("${}\r\n", w.len()).bytes());
+        request.extend(*w);
+        request.extend(b"\r\n");
+    }
+    s.write_all(&request).expect("write");
+    let mut line = Vec::new();
+    BufReader::new(s)
+        .read_until(b'\n', &mut line)
+        .expect("read");
+    line
+}
+
+/// Deliberate difference: a key name in an error text. Both replace ASCII control
+/// characters with `?` and cut the text at 512; the module also replaces C1 controls
+/// with `?`, writes invalid UTF-8 as U+FFFD and counts the 512 in characters, the
+/// script passes those bytes through and counts bytes. Everything else is the same.
+#[test]
+fn error_texts_with_unusual_key_names() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let long_e = "é".repeat(300);
+    let long_a = "a".repeat(600);
+    // A key's name after `{e}:<side>`, and how the module and the script show it.
+    let cases: [(&[u8], &[u8], &[u8]); 7] = [
+        (b"plain", b"plain", b"plain"),
+        (b"a\x01b\x1f\x7f\t", b"a?b???", b"a?b???"),
+        (
+            "é\u{2028}".as_bytes(),
+            "é\u{2028}".as_bytes(),
+            "é\u{2028}".as_bytes(),
+        ),
+        (b"\xc2\x85\xc2\x9f", b"??", b"\xc2\x85\xc2\x9f"),
+        (
+            b"\xff\xfe\x80",
+            "\u{FFFD}\u{FFFD}\u{FFFD}".as_bytes(),
+            b"\xff\xfe\x80",
+        ),
+        (long_e.as_bytes(), long_e.as_bytes(), long_e.as_bytes()),
+        (long_a.as_bytes(), long_a.as_bytes(), long_a.as_bytes()),
+    ];
+    for (name, module_shows, script_shows) in cases {
+        let key = |l: char| [format!("{{e}}:{l}").as_bytes(), name].concat();
+        let text = |l: char, shown: &[u8]| {
+            [
+                format!("ERR limiter key '{{e}}:{l}").as_bytes(),
+                shown,
+                b"' does not hold a non-negative integer",
+            ]
+            .concat()
+        };
+        // Cut at 512: characters for the module, bytes for the script.
+        let mut module_text = text('m', module_shows);
+        let chars: Vec<char> = String::from_utf8_lossy(&module_text).chars().collect();
+        if chars.len() > 512 {
+            module_text = chars[..512].iter().collect::<String>().into_bytes();
+        }
+        let mut script_text = text('s', script_shows);
+        script_text.truncate(512);
+        let (m, s) = (key('m'), key('s'));
+        for k in [&m, &s] {
+            let _: () = redis::cmd("SET").arg(k).arg("abc").query(&mut c).unwrap();
+        }
+        let sha = shas.0["counter"].as_bytes();
+        let line = |t: &[u8]| [b"-", t, b"\r\n"].concat();
+        let shown = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let got = raw_reply_line(server.port, &[b"RL.COUNTER", &m, b"5", b"60"]);
+        assert_eq!(shown(&got), shown(&line(&module_text)), "module");
+        assert_eq!(got, line(&module_text), "module, bytes");
+        let got = raw_reply_line(server.port, &[b"EVALSHA", sha, b"1", &s, &s, b"5", b"60"]);
+        assert_eq!(shown(&got), shown(&line(&script_text)), "script");
+        assert_eq!(got, line(&script_text), "script, bytes");
+    }
+}
+
 /// Extreme values, where the arithmetic leaves doubles: GCRA lattices over ten years
 /// with bursts and costs near the 10^15 bound (TATs near i64's top, the overflow
 /// error), THROTTLE's nanosecond TATs beyond 2^63 / 1000, SLIDECOUNT with huge
