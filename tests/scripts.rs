@@ -979,11 +979,21 @@ differential_tests! {
 /// the window, 1 µs before its end, at it, after it), compares both twins' values and
 /// expiry instants after every call (within TOL_MS), then gives the script's twin the
 /// module's instant. Costs above the limit, PEEK, REFUND, RESET, and counters left
-/// without a TTL by a foreign INCR are in the mix.
+/// without a TTL by a foreign INCR are in the mix, and RL.ALL with the COUNTER limit
+/// among one or two others. (The same real-time end keeps COUNTER out of ALL_ALGOS:
+/// the random runs' NOW is far from the server's clock.)
 #[test]
 fn counter_matches_the_module() {
-    let o = counter_run(seed("counter"), false);
-    assert!(o.admitted > 300 && o.denied > 300 && o.renewed > 50 && o.untimed > 20);
+    let o = counter_run(seed("counter"), CALLS, Some(Impl::Script), false);
+    check_counter_counts(&o, false);
+}
+
+/// The mixed fleet: the module alone on one key, module and script at random on its
+/// twin: the same decisions.
+#[test]
+fn counter_mixed_fleet() {
+    let o = counter_run(seed("counter") ^ 0xf1ee7, CALLS / 5, None, false);
+    check_counter_counts(&o, false);
 }
 
 /// The same with a penalty box on three identities of four (EXTEND, BACKOFF, STRIKES at
@@ -991,13 +1001,38 @@ fn counter_matches_the_module() {
 /// NOW stepped onto the blocks' ends too.
 #[test]
 fn counter_block_matches_the_module() {
-    let o = counter_run(seed("counter") ^ 0xb10c, true);
-    assert!(o.admitted > 300 && o.denied > 300 && o.renewed > 30 && o.untimed > 20);
-    assert!(
-        o.blocked > 300 && o.block_ends > 30,
-        "{} blocked calls",
-        o.blocked
+    let o = counter_run(
+        seed("counter") ^ 0xb10c,
+        BLOCK_CALLS,
+        Some(Impl::Script),
+        true,
     );
+    check_counter_counts(&o, true);
+}
+
+/// The mixed fleet with BLOCK.
+#[test]
+fn counter_block_mixed_fleet() {
+    let o = counter_run(seed("counter") ^ 0xb10c_f1ee7, BLOCK_CALLS / 5, None, true);
+    check_counter_counts(&o, true);
+}
+
+/// A counter run that admitted, denied, renewed or blocked little compared little.
+fn check_counter_counts(o: &CounterOutcome, block: bool) {
+    let n = o.admitted + o.denied;
+    assert!(
+        o.admitted > n / 10 && o.denied > n / 10,
+        "{} admitted, {} denied",
+        o.admitted,
+        o.denied
+    );
+    assert!(o.renewed > n / 100, "{} windows renewed", o.renewed);
+    assert!(o.untimed > n / 200, "{} untimed", o.untimed);
+    assert!(o.all > n / 5, "{} calls of RL.ALL", o.all);
+    if block {
+        assert!(o.blocked > n / 10, "{} blocked calls", o.blocked);
+        assert!(o.block_ends > n / 100, "{} at a block's end", o.block_ends);
+    }
 }
 
 struct CounterOutcome {
@@ -1009,9 +1044,13 @@ struct CounterOutcome {
     blocked: u64,
     /// Calls made at a block's last µs, its end or 1 µs after.
     block_ends: u64,
+    /// Calls of RL.ALL.
+    all: u64,
 }
 
-fn counter_run(seed: u64, block: bool) -> CounterOutcome {
+/// `calls` calls on the `m` twin by the module, on the `s` twin by `right`, or by module
+/// and script at random (None).
+fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> CounterOutcome {
     let server = Server::start();
     let mut c = server.conn();
     let shas = load_scripts(&mut c);
@@ -1030,8 +1069,8 @@ fn counter_run(seed: u64, block: bool) -> CounterOutcome {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
     let mut now = s * 1_000_000 + us;
     let windows = ["100s", "150000ms", "120"];
-    let (mut admitted, mut denied, mut renewed, mut untimed) = (0, 0, 0, 0);
-    for i in 0..3_000 {
+    let (mut admitted, mut denied, mut renewed, mut untimed, mut all_calls) = (0, 0, 0, 0, 0);
+    for i in 0..calls {
         let n = rng.gen_range(0..4);
         let key = |l: char| format!("{{u{n}}}:{l}");
         if rng.gen_bool(0.02) {
@@ -1082,22 +1121,39 @@ fn counter_run(seed: u64, block: bool) -> CounterOutcome {
         let with_block = opts.iter().any(|g| g[0].eq_ignore_ascii_case("BLOCK"));
         args.extend(opts.concat());
         let call = if rng.gen_bool(0.25) {
-            // RL.ALL with the COUNTER limit first, and a FIXED one on its own key.
-            let mut all = vec!["2".to_string(), "COUNTER".into()];
-            all.extend(args);
-            all.extend([
-                "FIXED".into(),
-                format!("{{u{n}}}:Xf"),
-                "4".into(),
-                "100".into(),
-            ]);
+            // RL.ALL: the COUNTER limit among one or two others, each on its own key, in
+            // a random order.
+            let mut limits = vec![(String::from("COUNTER"), args)];
+            for algo in ["FIXED", "SLIDECOUNT", "SLIDELOG"] {
+                if (limits.len() < 3 && rng.gen_bool(0.5))
+                    || (limits.len() == 1 && algo == "SLIDELOG")
+                {
+                    let key = format!("{{u{n}}}:X{}", algo.to_lowercase());
+                    let mut l = vec![key, rng.gen_range(1..=6u64).to_string(), "100".into()];
+                    if rng.gen_bool(0.3) {
+                        l.extend(["COST".into(), rng.gen_range(1..=3u64).to_string()]);
+                    }
+                    limits.push((algo.into(), l));
+                }
+            }
+            for i in 0..limits.len() {
+                let j = rng.gen_range(i..limits.len());
+                limits.swap(i, j);
+            }
+            let mut all = vec![limits.len().to_string()];
+            let mut keys = vec![];
+            for (algo, l) in limits {
+                all.push(algo);
+                keys.push(all.len());
+                all.extend(l);
+            }
             all.extend(["NOW".into(), now.to_string()]);
             all.extend(mode(&mut rng, with_block).into_iter().flatten());
-            let fixed_key = all.iter().position(|a| a.ends_with(":Xf")).unwrap();
+            all_calls += 1;
             Call {
                 command: "all",
                 args: all,
-                keys: vec![2, fixed_key],
+                keys,
             }
         } else {
             args.extend(["NOW".into(), now.to_string()]);
@@ -1108,15 +1164,24 @@ fn counter_run(seed: u64, block: bool) -> CounterOutcome {
                 keys: vec![0],
             }
         };
+        let imp = right.unwrap_or(if rng.gen_bool(0.5) {
+            Impl::Module
+        } else {
+            Impl::Script
+        });
         let before: Option<u64> = redis::cmd("GET").arg(key('m')).query(&mut c).unwrap();
         let replies = pipeline(
             &mut c,
             &[
                 cmd_for(&shas, &call, Impl::Module, 'm'),
-                cmd_for(&shas, &call, Impl::Script, 's'),
+                cmd_for(&shas, &call, imp, 's'),
             ],
         );
-        assert_eq!(replies[0], replies[1], "call {i}: {:?}", call.args);
+        assert_eq!(
+            replies[0], replies[1],
+            "call {i} ({imp:?}): {:?}",
+            call.args
+        );
         if replies[0].starts_with("array([int(1)") {
             admitted += 1;
         } else {
@@ -1155,15 +1220,21 @@ fn counter_run(seed: u64, block: bool) -> CounterOutcome {
             push_short_expiries(&mut c, 'm', 's');
         }
         if i % if block { 10 } else { 50 } == 0 {
-            // The FIXED limits' counters, and the block keys.
+            // The other limits' keys, and the block keys.
             assert_same_state(&mut c, 'm', 's', &format!("after call {i}"));
         }
     }
     assert_same_state(&mut c, 'm', 's', "at the end");
     eprintln!(
-        "counter{}: {admitted} admitted, {denied} denied, {renewed} windows renewed, \
-         {untimed} untimed, {blocked} blocked, {block_ends} at a block's end",
-        if block { " with BLOCK" } else { "" }
+        "counter{}{}: {calls} calls ({all_calls} RL.ALL), {admitted} admitted, {denied} denied, \
+         {renewed} windows renewed, {untimed} untimed, {blocked} blocked, {block_ends} at a \
+         block's end",
+        if block { " with BLOCK" } else { "" },
+        if right.is_none() {
+            " (mixed fleet)"
+        } else {
+            ""
+        }
     );
     CounterOutcome {
         admitted,
@@ -1172,6 +1243,7 @@ fn counter_run(seed: u64, block: bool) -> CounterOutcome {
         untimed,
         blocked,
         block_ends,
+        all: all_calls,
     }
 }
 
@@ -1610,6 +1682,151 @@ fn refunded_counters_differ_only_in_encoding() {
     let name = |l: char| format!("{{e}}:{l}:{}", 1_764_480_000u64 - 1_764_480_000 % 3600);
     assert_eq!(encoding(&mut c, &name('s')), "int");
     assert_ne!(encoding(&mut c, &name('m')), "int");
+}
+
+/// Deliberate difference: a RL.SLIDELOG member is `<µs>:<8 random hex>` on both, and
+/// the random part differs, as it does between two module calls. Everything else is
+/// the same: scores, the timestamp in each member, the count, the expiry.
+#[test]
+fn slidelog_members_differ_only_in_their_random_suffix() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    // Two twins a side (m and n by the module, s and t by the script), the same calls:
+    // 13 units, 12 of them at one µs.
+    for (cost, now) in [(4, T0), (4, T0), (4, T0), (1, T0 + 1)] {
+        let call = Call {
+            command: "slidelog",
+            args: [
+                "{l}:X",
+                "20",
+                "3600",
+                "COST",
+                &cost.to_string(),
+                "NOW",
+                &now.to_string(),
+            ]
+            .map(String::from)
+            .to_vec(),
+            keys: vec![0],
+        };
+        let r = pipeline(
+            &mut c,
+            &[
+                cmd_for(&shas, &call, Impl::Module, 'm'),
+                cmd_for(&shas, &call, Impl::Module, 'n'),
+                cmd_for(&shas, &call, Impl::Script, 's'),
+                cmd_for(&shas, &call, Impl::Script, 't'),
+            ],
+        );
+        assert!(r.iter().all(|x| x == &r[0]), "{r:?}");
+    }
+    assert_same_state(&mut c, 'm', 's', "after the calls");
+    assert_same_state(&mut c, 'n', 't', "after the calls");
+    let suffixes = |c: &mut Connection, l: char| -> std::collections::BTreeSet<String> {
+        let log: Vec<(String, String)> = redis::cmd("ZRANGE")
+            .arg(format!("{{l}}:{l}"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(c)
+            .expect("ZRANGE");
+        assert_eq!(log.len(), 13, "{l}: {log:?}");
+        log.iter()
+            .map(|(member, score)| {
+                // Exactly `<score>:<8 lowercase hex>`.
+                assert_eq!(log_member(member), Some(score.as_str()), "{l}: {member}");
+                member[score.len() + 1..].to_string()
+            })
+            .collect()
+    };
+    let [m, n, s, t] = ['m', 'n', 's', 't'].map(|l| suffixes(&mut c, l));
+    // Random on both: no side repeats another's suffixes (a clash is 1 in ~2^25).
+    for (a, b) in [(&m, &n), (&s, &t), (&m, &s), (&n, &t)] {
+        assert!(a.is_disjoint(b), "{a:?} {b:?}");
+    }
+}
+
+/// One command over a socket of its own: the reply's first line, byte for byte (the
+/// client library would decode an error's text).
+fn raw_reply_line(port: u16, words: &[&[u8]]) -> Vec<u8> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut request = format!("*{}\r\n", words.len()).into_bytes();
+    for w in words {
+        request.extend(format!("${}\r\n", w.len()).bytes());
+        request.extend(*w);
+        request.extend(b"\r\n");
+    }
+    s.write_all(&request).expect("write");
+    let mut line = Vec::new();
+    BufReader::new(s)
+        .read_until(b'\n', &mut line)
+        .expect("read");
+    line
+}
+
+/// Deliberate difference: a key name in an error text. Both replace ASCII control
+/// characters with `?` and cut the text at 512; the module also replaces C1 controls
+/// with `?`, writes invalid UTF-8 as U+FFFD and counts the 512 in characters, the
+/// script passes those bytes through and counts bytes. Everything else is the same.
+#[test]
+fn error_texts_with_unusual_key_names() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let long_e = "é".repeat(300);
+    let long_a = "a".repeat(600);
+    // A key's name after `{e}:<side>`, and how the module and the script show it.
+    let cases: [(&[u8], &[u8], &[u8]); 7] = [
+        (b"plain", b"plain", b"plain"),
+        (b"a\x01b\x1f\x7f\t", b"a?b???", b"a?b???"),
+        (
+            "é\u{2028}".as_bytes(),
+            "é\u{2028}".as_bytes(),
+            "é\u{2028}".as_bytes(),
+        ),
+        (b"\xc2\x85\xc2\x9f", b"??", b"\xc2\x85\xc2\x9f"),
+        (
+            b"\xff\xfe\x80",
+            "\u{FFFD}\u{FFFD}\u{FFFD}".as_bytes(),
+            b"\xff\xfe\x80",
+        ),
+        (long_e.as_bytes(), long_e.as_bytes(), long_e.as_bytes()),
+        (long_a.as_bytes(), long_a.as_bytes(), long_a.as_bytes()),
+    ];
+    for (name, module_shows, script_shows) in cases {
+        let key = |l: char| [format!("{{e}}:{l}").as_bytes(), name].concat();
+        let text = |l: char, shown: &[u8]| {
+            [
+                format!("ERR limiter key '{{e}}:{l}").as_bytes(),
+                shown,
+                b"' does not hold a non-negative integer",
+            ]
+            .concat()
+        };
+        // Cut at 512: characters for the module, bytes for the script.
+        let mut module_text = text('m', module_shows);
+        let chars: Vec<char> = String::from_utf8_lossy(&module_text).chars().collect();
+        if chars.len() > 512 {
+            module_text = chars[..512].iter().collect::<String>().into_bytes();
+        }
+        let mut script_text = text('s', script_shows);
+        script_text.truncate(512);
+        let (m, s) = (key('m'), key('s'));
+        for k in [&m, &s] {
+            let _: () = redis::cmd("SET").arg(k).arg("abc").query(&mut c).unwrap();
+        }
+        let sha = shas.0["counter"].as_bytes();
+        let line = |t: &[u8]| [b"-", t, b"\r\n"].concat();
+        let shown = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let got = raw_reply_line(server.port, &[b"RL.COUNTER", &m, b"5", b"60"]);
+        assert_eq!(shown(&got), shown(&line(&module_text)), "module");
+        assert_eq!(got, line(&module_text), "module, bytes");
+        let got = raw_reply_line(server.port, &[b"EVALSHA", sha, b"1", &s, &s, b"5", b"60"]);
+        assert_eq!(shown(&got), shown(&line(&script_text)), "script");
+        assert_eq!(got, line(&script_text), "script, bytes");
+    }
 }
 
 /// Extreme values, where the arithmetic leaves doubles: GCRA lattices over ten years
