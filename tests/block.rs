@@ -219,6 +219,46 @@ fn extend_backoff_and_strikes() {
     );
 }
 
+/// EXTEND and BACKOFF restart a block from the call, but never end it earlier than it
+/// would: a block imposed for an hour stays an hour, and the strikes still count. They
+/// count strikes without `STRIKES`: the block key holds the count from the denial that
+/// starts it (`<end>:1`).
+#[test]
+fn extend_and_backoff_never_shorten_a_longer_block() {
+    let s = Server::start();
+    let c = &mut s.conn();
+    for (n, growth) in ["EXTEND", "BACKOFF 200"].into_iter().enumerate() {
+        let key = format!("rl:{{x{n}}}");
+        let block = format!("{key}:block");
+        let line =
+            |t: u64, mode: &str| format!("RL.FIXED {key} 1 60 BLOCK 30 {growth} NOW {t} {mode}");
+        assert_eq!(ints(c, &line(T0, ""))[0], 1, "{growth}");
+        assert_eq!(
+            ints(c, &line(T0 + S, "")),
+            [0, 0, 30_000, 30_000],
+            "{growth}"
+        );
+        assert_eq!(get(c, &block), Some(format!("{}:1", T0 + 31 * S)));
+        let r = rl(
+            c,
+            &format!("RL.FIXED {key} 1 60 BLOCK 3600 NOW {} IMPOSE", T0 + 2 * S),
+        );
+        assert_eq!(r, (0, 0, 3_600_000, 3_600_000), "{growth}");
+        let end = T0 + 3602 * S;
+        // Strikes 1 and 2 of the imposed block: 30 s (EXTEND), 30 s and 60 s (BACKOFF)
+        // from the call, all inside the hour.
+        for (k, t) in [(1, T0 + 3 * S), (2, T0 + 4 * S)] {
+            let left = ((end - t) / 1000) as i64;
+            assert_eq!(
+                ints(c, &line(t, "")),
+                [0, 0, left, left],
+                "{growth}: strike {k}"
+            );
+            assert_eq!(get(c, &block), Some(format!("{end}:{k}")), "{growth}");
+        }
+    }
+}
+
 #[test]
 fn impose_starts_a_block_now_whatever_the_limiter_says() {
     let s = Server::start();
@@ -313,6 +353,33 @@ fn rl_all_blocks_only_the_limit_that_denied() {
     assert_eq!(total[..3], [0, 0, 120_000]);
     assert_eq!(each[1][0], 1);
     assert_eq!(keys(c, "rl:{a}"), ["rl:{a}:min:block"]);
+}
+
+/// Two limits with BLOCK: the one that denies starts its block; the other, which would
+/// have admitted, is neither blocked nor touched (it spends nothing).
+#[test]
+fn rl_all_a_limit_with_block_that_would_admit_is_not_touched() {
+    let s = Server::start();
+    let c = &mut s.conn();
+    let line = |t: u64| {
+        format!(
+            "RL.ALL 2 FIXED rl:{{d}}:min 1 60 BLOCK 120 GCRA rl:{{d}}:sec 5 10 BLOCK 30 NOW {t}"
+        )
+    };
+    assert_eq!(all(c, &line(T0)).0[0], 1);
+    let gcra = get(c, "rl:{d}:sec");
+    assert!(gcra.is_some());
+    let (total, each) = all(c, &line(T0 + S));
+    assert_eq!(total, [0, 0, 120_000, 120_000]);
+    assert_eq!(each[0], [0, 0, 120_000, 120_000]);
+    assert_eq!(each[1][0], 1, "the GCRA alone would admit: {each:?}");
+    assert_eq!(get(c, "rl:{d}:sec"), gcra, "the GCRA spent");
+    assert_eq!(keys(c, "rl:{d}:sec"), ["rl:{d}:sec"]);
+    assert_eq!(keys(c, "rl:{d}:min"), ["rl:{d}:min:block"]);
+    // While the per-minute limit is blocked, the GCRA is not read, and still not spent.
+    let (total, _) = all(c, &line(T0 + 2 * S));
+    assert_eq!(total, [0, 0, 119_000, 119_000]);
+    assert_eq!(get(c, "rl:{d}:sec"), gcra, "the GCRA spent while blocked");
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! A PEEK changes nothing, not even how Redis stores a value: counters and TATs that
-//! the scripts wrote (INCR and SET keep integers int-encoded) keep their encoding,
+//! A PEEK changes nothing, not even how Redis stores a value: counters, TATs and block
+//! keys that the scripts wrote (INCR and SET keep integers int-encoded) keep their encoding,
 //! bytes, TTL and memory when the module reads them with PEEK. The module's own
 //! writes are integers too (`rl.integer-values yes`, the default: as small as the
 //! scripts'), or raw strings with `rl.integer-values no`; no PEEK changes either.
@@ -118,6 +118,40 @@ fn peek_leaves_script_written_counters_and_tats_as_they_are() {
         after, before,
         "PEEK changed a stored value or how it is stored"
     );
+}
+
+/// A block key as a replica or an AOF reload holds it, and as the scripts write it: by
+/// SET, so an integer when it has no count. A PEEK with BLOCK while it holds is answered
+/// from it and leaves it as it is.
+#[test]
+fn peek_leaves_a_set_written_block_key_as_it_is() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let end = T0 + 300_000_000;
+    for value in [end.to_string(), format!("{end}:3")] {
+        let _: () = redis::cmd("SET")
+            .arg("rl:{p}:block")
+            .arg(&value)
+            .arg("PX")
+            .arg(600_000)
+            .query(&mut c)
+            .unwrap();
+        let before = state(&mut c, "rl:{p}:block");
+        for line in [
+            "RL.FIXED rl:{p} 1 60 BLOCK 300",
+            "RL.GCRA rl:{p} 1 60 BLOCK 300 STRIKES",
+            "RL.SLIDELOG rl:{p} 1 60 BLOCK 300 EXTEND",
+        ] {
+            let mut cmd = redis::Cmd::new();
+            for word in format!("{line} NOW {T0} PEEK").split_whitespace() {
+                cmd.arg(word);
+            }
+            let r: Vec<i64> = cmd.query(&mut c).unwrap();
+            assert_eq!(r[..4], [0, 0, 300_000, 300_000], "{line}");
+        }
+        let after = state(&mut c, "rl:{p}:block");
+        assert_eq!(after, before, "{value}: PEEK changed the block key");
+    }
 }
 
 /// The module's own counters and TATs, written in `mode` (`rl.integer-values`), are
