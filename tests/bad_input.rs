@@ -1008,6 +1008,7 @@ fn the_same_mistake_gets_the_same_words_on_every_command() {
         format!("RL.FIXED k 5 60 NOW {NOW}"),
         format!("RL.THROTTLE t 1 2 3 NOW {NOW}"),
         format!("RL.CONCURRENCY l 5 10 ACQUIRE y NOW {NOW}"),
+        format!("RL.COUNTER n 5 60 NOW {NOW}"),
     ] {
         let args: Vec<Vec<u8>> = call.split(' ').map(|w| w.as_bytes().to_vec()).collect();
         query(&mut c, &args).unwrap_or_else(|e| panic!("{call}: {e}"));
@@ -1018,6 +1019,8 @@ fn the_same_mistake_gets_the_same_words_on_every_command() {
         "RL.SLIDECOUNT k 5 60 NOW",
         "RL.SLIDELOG k 5 60 NOW",
         "RL.GCRA k 5 60 NOW",
+        "RL.COUNTER n 5 60 NOW",
+        "RL.COUNTER n 5 60 PEEK NOW",
         "RL.ALL 1 FIXED k 5 60 NOW",
         "RL.CONCURRENCY l 5 10 ACQUIRE x NOW",
         "RL.THROTTLE t 1 2 3 4 NOW",
