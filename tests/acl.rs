@@ -527,12 +527,12 @@ fn acl_dryrun_cannot_see_derived_keys() {
     let s = Server::start();
     let mut admin = s.conn();
     populate(&mut admin);
-    setuser(&mut admin, "dry", &["~rl:x", "+rl.fixed", "+rl.gcra"]);
+    setuser(&mut admin, "dry", &["~rl:x", "+rl.fixed", "+rl.slidelog"]);
     let mut u = login(&s, "dry");
     for (line, derived) in [
         (format!("RL.FIXED rl:x 5 10 NOW {NOW}"), FIXED_N.to_string()),
         (
-            format!("RL.GCRA rl:x 5 10 BLOCK 60 NOW {NOW}"),
+            format!("RL.SLIDELOG rl:x 5 10 BLOCK 60 NOW {NOW}"),
             "block".to_string(),
         ),
     ] {
