@@ -217,7 +217,8 @@ fn read_tops(ctx: Ctx, key: &Key, cutoff: u64, member: Option<RString>) -> Tops 
 }
 
 /// A score as a whole microsecond, rounded so that an entry leaves no earlier than
-/// its score says (scores written by others may be fractional, huge or infinite).
+/// its score says (scores written by others may be fractional; one past NOW's
+/// ceiling is refused at load).
 fn timestamp(score: f64) -> i64 {
     score.ceil() as i64
 }
