@@ -99,7 +99,8 @@ impl LogState {
                 } else {
                     Expired::Many(zcount_up_to(call.ctx, name, cutoff)?)
                 };
-                let tops = read_tops(call.ctx, key, cutoff, member);
+                let member_score = member.and_then(|m| key.score(m));
+                let tops = read_tops(call.ctx, key, cutoff, member, member_score);
                 // +inf included (a sorted set never holds a NaN).
                 if tops.newest.is_some_and(|s| s > MAX_NOW_US as f64) {
                     return Err(Error::OutOfLayout(lossy(name), holds));
@@ -107,7 +108,7 @@ impl LogState {
                 Ok(LogState {
                     total: key.value_length(),
                     expired,
-                    member_score: member.and_then(|m| key.score(m)),
+                    member_score,
                     tops: Some(tops),
                     ..empty
                 })
@@ -183,37 +184,45 @@ impl LogState {
     pub fn newest_except_member(&self, key: &Key) -> Option<i64> {
         match self.tops {
             Some(tops) => tops.newest_other,
-            None => read_tops(self.ctx, key, self.cutoff, self.member).newest_other,
+            None => {
+                read_tops(self.ctx, key, self.cutoff, self.member, self.member_score).newest_other
+            }
         }
         .map(timestamp)
     }
 }
 
-/// The newest entries above `cutoff`: at most two members from the top, the call's
-/// `member` and the one below it.
-fn read_tops(ctx: Ctx, key: &Key, cutoff: u64, member: Option<RString>) -> Tops {
-    let Some(member) = member else {
-        let newest = key.last_score_above(ctx, cutoff as f64);
+/// The newest entries above `cutoff`. Only when the call's `member` (scored
+/// `member_score`) may be the newest are two members read from the top: it and the one
+/// below it.
+fn read_tops(
+    ctx: Ctx,
+    key: &Key,
+    cutoff: u64,
+    member: Option<RString>,
+    member_score: Option<f64>,
+) -> Tops {
+    let newest = key.last_score_above(ctx, cutoff as f64);
+    let Some(member) = member.filter(|_| newest.is_some() && member_score == newest) else {
         return Tops {
             newest,
             newest_other: newest,
         };
     };
     let member = bytes(member);
-    let mut tops = Tops {
-        newest: None,
-        newest_other: None,
-    };
+    let mut newest_other = None;
     key.for_each_in_range(cutoff as f64, f64::INFINITY, true, true, |m, score| {
         let other = bytes(m) != member;
         free_string(ctx, m);
-        tops.newest.get_or_insert(score);
         if other {
-            tops.newest_other = Some(score);
+            newest_other = Some(score);
         }
         !other
     });
-    tops
+    Tops {
+        newest,
+        newest_other,
+    }
 }
 
 /// A score as a whole microsecond, rounded so that an entry leaves no earlier than
