@@ -56,7 +56,7 @@ pub enum Error {
     #[error("ERR {0} does not take BLOCK: {1}")]
     BlockNotTaken(&'static str, &'static str),
 
-    #[error("ERR limiter key '{0}' does not hold a block (unix microseconds, or unix microseconds:strikes)")]
+    #[error("ERR limiter key '{0}' does not hold a block (its end in unix microseconds up to 2265, optionally :strikes up to 1000000000000000)")]
     NotABlock(String),
 
     #[error("ERR RL.ALL needs a number of limits from 1 to {0}")]

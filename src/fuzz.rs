@@ -238,9 +238,13 @@ fn blocks_never_panic_and_never_shorten() {
             strikes: rng.gen(),
         };
         let now = any_now(&mut rng);
+        // What a read lets through: an end and a count within the block's layout.
         let held = Held {
-            end: now.saturating_add(extreme(&mut rng).max(1)),
-            strikes: extreme(&mut rng),
+            end: now
+                .saturating_add(extreme(&mut rng).max(1))
+                .min(crate::limit::MAX_END_US)
+                .max(now + 1),
+            strikes: extreme(&mut rng).min(MAX_AMOUNT),
         };
         let mode = [Mode::Spend, Mode::Peek, Mode::Refund][rng.gen_range(0..3)];
         let (d, after) = block::while_blocked(&b, held, mode, now);

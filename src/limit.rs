@@ -19,6 +19,12 @@ pub const MIN_NOW_US: u64 = 94_694_400_000_000;
 /// holds exactly, so that SLIDELOG entries keep their exact microsecond.
 pub const MAX_NOW_US: u64 = (1 << 53) - 1;
 
+/// The latest instant stored as an integer (a GCRA TAT, a block's end): NOW's ceiling
+/// plus the longest window or block (in 2265), so that a call at NOW's ceiling still
+/// spends or starts a block. Far below CL.THROTTLE's nanoseconds (1.7e18). A read
+/// refuses anything later as another layout's value.
+pub const MAX_END_US: u64 = MAX_NOW_US + MAX_WINDOW_MS * 1000;
+
 /// A window length. Always a whole number of milliseconds (the units the command
 /// accepts), kept in microseconds because that is the limiters' clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -495,11 +495,21 @@ fn refused_derived_keys_are_in_the_acl_log() {
         .query(&mut admin)
         .unwrap();
     let refusals = [
-        ("rl.fixed", format!("RL.FIXED rl:x 5 10 NOW {NOW}"), FIXED_N),
+        (
+            "rl.fixed",
+            format!("RL.FIXED rl:x 5 10 NOW {NOW}"),
+            FIXED_N.to_string(),
+        ),
         (
             "rl.slidecount",
             format!("RL.SLIDECOUNT rl:x 5 10 NOW {NOW}"),
-            SLIDE_N,
+            SLIDE_N.to_string(),
+        ),
+        // The block key, read first, is refused before the window counter.
+        (
+            "rl.fixed",
+            format!("RL.FIXED rl:x 5 10 BLOCK 60 NOW {NOW}"),
+            "block".to_string(),
         ),
     ];
     for (_, line, derived) in &refusals {
@@ -508,6 +518,11 @@ fn refused_derived_keys_are_in_the_acl_log() {
     }
     // A read the user may make (PEEK, read-only derived keys) logs nothing.
     query(&mut u, &format!("RL.FIXED rl:x 5 10 NOW {NOW} PEEK")).expect("PEEK");
+    query(
+        &mut u,
+        &format!("RL.FIXED rl:x 5 10 BLOCK 60 NOW {NOW} PEEK"),
+    )
+    .expect("PEEK");
     let log = acl_log(&mut admin);
     let info: String = redis::cmd("INFO").arg("server").query(&mut admin).unwrap();
     if info.contains("redis_version:7.0.") && !info.contains("valkey_version") {
@@ -533,4 +548,51 @@ fn refused_derived_keys_are_in_the_acl_log() {
             "{entry:?}"
         );
     }
+}
+
+/// `ACL DRYRUN` checks a command's declared keys only: it answers OK for a call the
+/// module then refuses on a derived key, as docs/operations.md says.
+#[test]
+fn acl_dryrun_cannot_see_derived_keys() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    populate(&mut admin);
+    setuser(&mut admin, "dry", &["~rl:x", "+rl.fixed", "+rl.slidelog"]);
+    let mut u = login(&s, "dry");
+    for (line, derived) in [
+        (format!("RL.FIXED rl:x 5 10 NOW {NOW}"), FIXED_N.to_string()),
+        (
+            format!("RL.SLIDELOG rl:x 5 10 BLOCK 60 NOW {NOW}"),
+            "block".to_string(),
+        ),
+    ] {
+        let mut dryrun = redis::cmd("ACL");
+        dryrun.arg("DRYRUN").arg("dry");
+        for w in line.split_whitespace() {
+            dryrun.arg(w);
+        }
+        let ok: String = dryrun
+            .query(&mut admin)
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(ok, "OK", "{line}");
+        let before = state(&mut admin);
+        let e = refused(&mut u, &line);
+        assert_eq!(
+            e,
+            format!("NOPERM this user has no permissions to access the 'rl:x:{derived}' key"),
+            "{line}"
+        );
+        assert!(state(&mut admin) == before, "{line} wrote");
+    }
+    // A base key the user may not touch: DRYRUN sees that one.
+    let mut dryrun = redis::cmd("ACL");
+    dryrun
+        .arg("DRYRUN")
+        .arg("dry")
+        .arg("RL.FIXED")
+        .arg("rl:y")
+        .arg("5")
+        .arg("10");
+    let no: String = dryrun.query(&mut admin).unwrap();
+    assert!(no.contains("no permissions") && no.contains("rl:y"), "{no}");
 }

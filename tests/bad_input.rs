@@ -1008,6 +1008,7 @@ fn the_same_mistake_gets_the_same_words_on_every_command() {
         format!("RL.FIXED k 5 60 NOW {NOW}"),
         format!("RL.THROTTLE t 1 2 3 NOW {NOW}"),
         format!("RL.CONCURRENCY l 5 10 ACQUIRE y NOW {NOW}"),
+        format!("RL.COUNTER n 5 60 NOW {NOW}"),
     ] {
         let args: Vec<Vec<u8>> = call.split(' ').map(|w| w.as_bytes().to_vec()).collect();
         query(&mut c, &args).unwrap_or_else(|e| panic!("{call}: {e}"));
@@ -1018,6 +1019,8 @@ fn the_same_mistake_gets_the_same_words_on_every_command() {
         "RL.SLIDECOUNT k 5 60 NOW",
         "RL.SLIDELOG k 5 60 NOW",
         "RL.GCRA k 5 60 NOW",
+        "RL.COUNTER n 5 60 NOW",
+        "RL.COUNTER n 5 60 PEEK NOW",
         "RL.ALL 1 FIXED k 5 60 NOW",
         "RL.CONCURRENCY l 5 10 ACQUIRE x NOW",
         "RL.THROTTLE t 1 2 3 4 NOW",
@@ -1129,6 +1132,163 @@ fn values_beyond_their_layout_are_refused_and_change_nothing() {
     .expect_err("far");
     assert!(e.to_string().contains("overflow"), "{e}");
     assert_eq!(snapshot(&mut c), before);
+}
+
+/// The instants the other layouts store, checked as a TAT is: a block's end up to
+/// NOW's ceiling plus the longest block (2^53 - 1 + 10 years in µs) and its strikes up to
+/// 10^15; a log entry or a lease up to NOW's ceiling (2^53 - 1), which is as late as any
+/// call writes one. Beyond (or infinite), refused with `does not hold`, PEEK included,
+/// and nothing written; at the ceilings, read as before.
+#[test]
+fn blocks_logs_and_leases_beyond_their_layout_are_refused_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let run = |c: &mut Connection, text: &str| {
+        let args: Vec<Vec<u8>> = text.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        query(c, &args)
+    };
+    let set = |c: &mut Connection, key: &str, value: &str| {
+        let _: () = redis::cmd("SET").arg(key).arg(value).query(c).unwrap();
+    };
+    let zadd = |c: &mut Connection, key: &str, score: &str, member: &str| {
+        let _: () = redis::cmd("ZADD")
+            .arg(key)
+            .arg(score)
+            .arg(member)
+            .query(c)
+            .unwrap();
+    };
+    let later = NOW + 60_000_000;
+    set(&mut c, "b:end:block", "9322559254740992");
+    set(
+        &mut c,
+        "b:strikes:block",
+        &format!("{later}:1000000000000001"),
+    );
+    set(&mut c, "b:u64:block", "18446744073709551615");
+    for (key, score) in [
+        ("log:2^53", "9007199254740992"),
+        ("log:inf", "+inf"),
+        ("log:1e300", "1e300"),
+        ("lease:2^53", "9007199254740992"),
+        ("lease:inf", "+inf"),
+    ] {
+        // A live entry below it: only the newest is past the layout.
+        zadd(&mut c, key, &NOW.to_string(), "a");
+        zadd(&mut c, key, score, "b");
+    }
+    // At the ceilings: read as before.
+    set(&mut c, "top:block", "9322559254740991:1000000000000000");
+    zadd(&mut c, "log:top", "9007199254740991", "a");
+    zadd(&mut c, "lease:top", "9007199254740991", "a");
+    let before = snapshot(&mut c);
+    let block = "block (its end in unix microseconds up to 2265";
+    let log = "sliding log (entries scored in unix microseconds up to 2255)";
+    let lease = "lease set (leases scored with their expiry in unix microseconds up to 2255)";
+    let mut refused = 0;
+    for (call, key, holds) in [
+        (
+            format!("RL.FIXED b:end 5 60 BLOCK 60 NOW {NOW}"),
+            "b:end:block",
+            block,
+        ),
+        (
+            format!("RL.GCRA b:strikes 5 60 BLOCK 60 STRIKES NOW {NOW}"),
+            "b:strikes:block",
+            block,
+        ),
+        (
+            format!("RL.SLIDELOG b:u64 5 60 BLOCK 60 EXTEND NOW {NOW}"),
+            "b:u64:block",
+            block,
+        ),
+        (
+            format!("RL.ALL 1 SLIDECOUNT b:end 5 60 BLOCK 60 NOW {NOW}"),
+            "b:end:block",
+            block,
+        ),
+        (
+            format!("RL.SLIDELOG log:2^53 5 60 NOW {NOW}"),
+            "log:2^53",
+            log,
+        ),
+        (
+            format!("RL.SLIDELOG log:inf 5 60 NOW {NOW}"),
+            "log:inf",
+            log,
+        ),
+        (
+            format!("RL.SLIDELOG log:1e300 5 60 COST 2 NOW {NOW}"),
+            "log:1e300",
+            log,
+        ),
+        (
+            format!("RL.ALL 1 SLIDELOG log:inf 5 60 NOW {NOW}"),
+            "log:inf",
+            log,
+        ),
+        (
+            format!("RL.CONCURRENCY lease:2^53 5 60 ACQUIRE x NOW {NOW}"),
+            "lease:2^53",
+            lease,
+        ),
+        (
+            format!("RL.CONCURRENCY lease:inf 5 60 ACQUIRE b NOW {NOW}"),
+            "lease:inf",
+            lease,
+        ),
+        (
+            format!("RL.ALL 1 CONCURRENCY lease:inf 5 60 NOW {NOW} LEASE x"),
+            "lease:inf",
+            lease,
+        ),
+    ] {
+        let peek = match call.find("ACQUIRE") {
+            Some(at) => format!("{}PEEK NOW {NOW}", &call[..at]),
+            None => format!("{call} PEEK"),
+        };
+        for call in [call.clone(), peek] {
+            let e = run(&mut c, &call).expect_err(&call);
+            let text = format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or(""));
+            assert!(
+                text.starts_with(&format!("ERR limiter key '{key}' does not hold a {holds}")),
+                "{call}: {text}"
+            );
+            assert_eq!(snapshot(&mut c), before, "{call} wrote");
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 22);
+    // At the ceilings: a block of 10^15 strikes holds until 2265; a log entry and a
+    // lease at 2^53 - 1 count (of two allowed, the one the PEEK asks for is the last).
+    let r = run(
+        &mut c,
+        &format!("RL.FIXED top 5 60 BLOCK 60 STRIKES NOW {NOW} PEEK"),
+    )
+    .unwrap();
+    let r: (i64, i64, i64, i64, i64) = redis::from_redis_value(&r).unwrap();
+    assert_eq!((r.0, r.1, r.4), (0, 0, 1_000_000_000_000_000));
+    for call in [
+        format!("RL.SLIDELOG log:top 2 60 NOW {NOW} PEEK"),
+        format!("RL.CONCURRENCY lease:top 2 60 PEEK NOW {NOW}"),
+    ] {
+        let r: Reply = redis::from_redis_value(&run(&mut c, &call).unwrap()).unwrap();
+        assert_eq!((r.0, r.1), (1, 0), "{call}");
+    }
+    assert_eq!(snapshot(&mut c), before);
+    // Counting strikes stops at the layout's top: the block written reads back.
+    run(
+        &mut c,
+        &format!("RL.FIXED top 5 60 BLOCK 60 BACKOFF 120 STRIKES NOW {NOW}"),
+    )
+    .unwrap();
+    let v: String = redis::cmd("GET").arg("top:block").query(&mut c).unwrap();
+    assert_eq!(v, "9322559254740991:1000000000000000");
+    run(
+        &mut c,
+        &format!("RL.FIXED top 5 60 BLOCK 60 STRIKES NOW {NOW} PEEK"),
+    )
+    .unwrap();
 }
 
 /// RL.THROTTLE with a NOW long after the stored TAT decides as redis-cell at that

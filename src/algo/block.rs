@@ -5,7 +5,7 @@
 //! what it replies, and what it writes. The engine reads `<key>:block` before the
 //! limiter's own keys and never opens those while the block holds.
 
-use super::state::Held;
+use super::state::{Held, MAX_STRIKES};
 use super::{ceil_ms, Decision};
 use crate::limit::{Block, Growth, Mode};
 
@@ -37,7 +37,7 @@ pub fn while_blocked(block: &Block, held: Held, mode: Mode, now: u64) -> (Decisi
     if mode != Mode::Spend || !block.counts() {
         return (held.decision(now), None);
     }
-    let strikes = held.strikes.saturating_add(1);
+    let strikes = held.strikes.saturating_add(1).min(MAX_STRIKES);
     let length = match block.growth {
         Growth::Fixed => 0,
         Growth::Extend => block.duration.us(),
@@ -63,7 +63,7 @@ fn backoff(duration: u64, strikes: u64, max: u64) -> u64 {
 mod tests {
     use super::*;
     use crate::algo::decision as d;
-    use crate::limit::Window;
+    use crate::limit::{Window, MAX_END_US};
 
     const T0: u64 = 1_764_480_000_000_000;
     const S: u64 = 1_000_000;
@@ -119,6 +119,28 @@ mod tests {
         ] {
             assert_eq!(Held::parse(bad), None, "{bad:?}");
         }
+        // The layout's range: an end up to MAX_END_US, strikes up to MAX_STRIKES.
+        let top = Held {
+            end: MAX_END_US,
+            strikes: MAX_STRIKES,
+        };
+        assert_eq!(Held::parse(&top.format(true)), Some(top));
+        for beyond in [
+            Held {
+                end: MAX_END_US + 1,
+                strikes: 1,
+            },
+            Held {
+                end: T0,
+                strikes: MAX_STRIKES + 1,
+            },
+        ] {
+            assert_eq!(Held::parse(&beyond.format(true)), None, "{beyond:?}");
+        }
+        // Counting stops at the layout's top, so the block written reads back.
+        let b = block(60, Growth::Fixed, true);
+        let (_, after) = while_blocked(&b, top, Mode::Spend, T0);
+        assert_eq!(after, Some(top));
     }
 
     #[test]

@@ -110,6 +110,11 @@ impl Algorithm for Concurrency {
         ))
     }
 
+    /// A lease never outlives NOW's ceiling (`LeaseOverflow`).
+    fn log_layout(&self) -> &'static str {
+        "a lease set (leases scored with their expiry in unix microseconds up to 2255)"
+    }
+
     /// A lease is one slot: COST has no meaning here.
     fn check(&self, spec: &Spec) -> Result<()> {
         if spec.limit > MAX_LOG_LIMIT {

@@ -18,11 +18,7 @@ use super::{
     BASE_INTEGER, NO_WRITES,
 };
 use crate::error::{Error, Result};
-use crate::limit::{Spec, Window, MAX_NOW_US, MAX_WINDOW_MS};
-
-/// The latest TAT stored or read: NOW's ceiling (2255) plus the longest window, so a
-/// call at NOW's ceiling still spends. Far below CL.THROTTLE's nanoseconds (1.7e18).
-pub const MAX_TAT_US: u64 = MAX_NOW_US + MAX_WINDOW_MS * 1000;
+use crate::limit::{Spec, Window, MAX_END_US};
 
 /// The limiter's rate: `limit` units per `window`, `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +190,7 @@ fn store(value: u128, now: u64) -> Result<Writes> {
     // Never beyond what a read accepts as a TAT.
     let value = u64::try_from(value)
         .ok()
-        .filter(|&v| v <= MAX_TAT_US)
+        .filter(|&v| v <= MAX_END_US)
         .ok_or(Error::TatOverflow)?;
     Ok([
         Some(Write::SetExpiring {
@@ -216,11 +212,11 @@ impl Algorithm for Gcra {
         true
     }
 
-    /// A TAT is an instant in µs up to `MAX_TAT_US` (2265); CL.THROTTLE's nanoseconds
+    /// A TAT is an instant in µs up to `MAX_END_US` (2265); CL.THROTTLE's nanoseconds
     /// (and anything else past it) are refused, not read as µs.
     fn integer_layout(&self) -> (u64, &'static str) {
         (
-            MAX_TAT_US,
+            MAX_END_US,
             "a GCRA arrival time (unix microseconds up to 2265; CL.THROTTLE's are nanoseconds)",
         )
     }

@@ -244,6 +244,12 @@ pub trait Algorithm: Sync {
         )
     }
 
+    /// What its `Log` keys hold, for the error on a score beyond NOW's ceiling (or
+    /// infinite): no call writes one, and past 2^53 a score is no exact microsecond.
+    fn log_layout(&self) -> &'static str {
+        "a sliding log (entries scored in unix microseconds up to 2255)"
+    }
+
     /// The arguments after the key, for the algorithm's own command. Most share
     /// `<limit> <window> [options]`; a command of another shape parses its own.
     fn parse(&self, command: &'static str, args: &[&[u8]]) -> Result<Request> {

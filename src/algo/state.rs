@@ -2,6 +2,11 @@
 //! algorithms, which decide on it, and the engine, which fills it in.
 
 use crate::layout::decimal;
+use crate::limit::{MAX_AMOUNT, MAX_END_US};
+
+/// The most strikes a block counts. A strike is a denied call: 10^15 of them is thirty
+/// years at a million a second. Counting stops here, so every block written reads back.
+pub const MAX_STRIKES: u64 = MAX_AMOUNT;
 
 /// What one key holds, as the engine read it.
 #[derive(Clone, Copy)]
@@ -51,20 +56,22 @@ pub struct Held {
 }
 
 impl Held {
-    /// `None` when the bytes are not a block (a foreign writer's value).
+    /// `None` when the bytes are not a block (a foreign writer's value), an end past
+    /// `MAX_END_US` or strikes past `MAX_STRIKES` included: no block call writes those.
     pub fn parse(value: &[u8]) -> Option<Held> {
         let (end, strikes) = match value.iter().position(|&b| b == b':') {
             Some(at) => (value.get(..at)?, Some(value.get(at + 1..)?)),
             None => (value, None),
         };
-        Some(Held {
+        let held = Held {
             end: crate::args::parse_u64(end)?,
             // A block written without a count was started by one denial.
             strikes: match strikes {
                 Some(s) => crate::args::parse_u64(s)?,
                 None => 1,
             },
-        })
+        };
+        (held.end <= MAX_END_US && held.strikes <= MAX_STRIKES).then_some(held)
     }
 
     /// The value to store: with the count when `counted`, or when it is not the one

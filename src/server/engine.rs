@@ -278,6 +278,7 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
                     name.ptr(),
                     expired_up_to,
                     limit.member,
+                    a.log_layout(),
                 )?),
             ),
         };

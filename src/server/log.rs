@@ -8,9 +8,11 @@
 
 use super::call::Call;
 use super::key::{
-    bytes, call_command, free_string, zcount_up_to, Ctx, Key, Kind, OwnedString, Propagate, RString,
+    bytes, call_command, free_string, lossy, zcount_up_to, Ctx, Key, Kind, OwnedString, Propagate,
+    RString,
 };
 use crate::error::{Error, Result};
+use crate::limit::MAX_NOW_US;
 
 /// Expired members removed per call. A log that went quiet with a million members
 /// is trimmed over many calls instead of stalling the server in one; decisions stay
@@ -52,15 +54,29 @@ pub struct LogState {
     /// The member the call names (a lease id), and its score if the set holds it.
     pub member: Option<RString>,
     pub member_score: Option<f64>,
+    /// The newest entries inside the window, read once at load, where the newest is
+    /// checked against the layout; the decision that follows reads them from here.
+    /// `None` once the call's own writes may have changed them: read from the set.
+    tops: Option<Tops>,
+}
+
+#[derive(Clone, Copy)]
+struct Tops {
+    newest: Option<f64>,
+    /// The newest of the members other than the call's.
+    newest_other: Option<f64>,
 }
 
 impl LogState {
+    /// Reads the set `key` (named `name`); one whose newest entry is past NOW's
+    /// ceiling (`holds` says what it should hold) is another layout's, refused.
     pub fn read(
         call: &Call,
         key: &Key,
         name: RString,
         cutoff: u64,
         member: Option<RString>,
+        holds: &'static str,
     ) -> Result<LogState> {
         let empty = LogState {
             ctx: call.ctx,
@@ -69,6 +85,10 @@ impl LogState {
             expired: Expired::Few(Vec::new()),
             member,
             member_score: None,
+            tops: Some(Tops {
+                newest: None,
+                newest_other: None,
+            }),
         };
         match key.kind() {
             Kind::Empty => Ok(empty),
@@ -79,10 +99,17 @@ impl LogState {
                 } else {
                     Expired::Many(zcount_up_to(call.ctx, name, cutoff)?)
                 };
+                let member_score = member.and_then(|m| key.score(m));
+                let tops = read_tops(call.ctx, key, cutoff, member, member_score);
+                // +inf included (a sorted set never holds a NaN).
+                if tops.newest.is_some_and(|s| s > MAX_NOW_US as f64) {
+                    return Err(Error::OutOfLayout(lossy(name), holds));
+                }
                 Ok(LogState {
                     total: key.value_length(),
                     expired,
-                    member_score: member.and_then(|m| key.score(m)),
+                    member_score,
+                    tops: Some(tops),
                     ..empty
                 })
             }
@@ -94,6 +121,12 @@ impl LogState {
         self.total = 0;
         self.expired = Expired::Few(Vec::new());
         self.member_score = None;
+        self.tops = None;
+    }
+
+    /// The call wrote entries inside the window: its newest are read again.
+    pub fn changed(&mut self) {
+        self.tops = None;
     }
 
     /// Whether the call's member is in the set and not expired.
@@ -135,8 +168,11 @@ impl LogState {
     }
 
     pub fn newest(&self, key: &Key) -> Option<i64> {
-        key.last_score_above(self.ctx, self.cutoff as f64)
-            .map(timestamp)
+        match self.tops {
+            Some(tops) => tops.newest,
+            None => key.last_score_above(self.ctx, self.cutoff as f64),
+        }
+        .map(timestamp)
     }
 
     pub fn live_member_score(&self) -> Option<i64> {
@@ -145,27 +181,53 @@ impl LogState {
             .map(timestamp)
     }
 
-    /// At most two members from the top: the call's member and the one below it.
     pub fn newest_except_member(&self, key: &Key) -> Option<i64> {
-        let Some(member) = self.member else {
-            return self.newest(key);
-        };
-        let member = bytes(member);
-        let mut found = None;
-        key.for_each_in_range(self.cutoff as f64, f64::INFINITY, true, true, |m, score| {
-            let other = bytes(m) != member;
-            free_string(self.ctx, m);
-            if other {
-                found = Some(timestamp(score));
+        match self.tops {
+            Some(tops) => tops.newest_other,
+            None => {
+                read_tops(self.ctx, key, self.cutoff, self.member, self.member_score).newest_other
             }
-            !other
-        });
-        found
+        }
+        .map(timestamp)
+    }
+}
+
+/// The newest entries above `cutoff`. Only when the call's `member` (scored
+/// `member_score`) may be the newest are two members read from the top: it and the one
+/// below it.
+fn read_tops(
+    ctx: Ctx,
+    key: &Key,
+    cutoff: u64,
+    member: Option<RString>,
+    member_score: Option<f64>,
+) -> Tops {
+    let newest = key.last_score_above(ctx, cutoff as f64);
+    let Some(member) = member.filter(|_| newest.is_some() && member_score == newest) else {
+        return Tops {
+            newest,
+            newest_other: newest,
+        };
+    };
+    let member = bytes(member);
+    let mut newest_other = None;
+    key.for_each_in_range(cutoff as f64, f64::INFINITY, true, true, |m, score| {
+        let other = bytes(m) != member;
+        free_string(ctx, m);
+        if other {
+            newest_other = Some(score);
+        }
+        !other
+    });
+    Tops {
+        newest,
+        newest_other,
     }
 }
 
 /// A score as a whole microsecond, rounded so that an entry leaves no earlier than
-/// its score says (scores written by others may be fractional, huge or infinite).
+/// its score says (scores written by others may be fractional; one past NOW's
+/// ceiling is refused at load).
 fn timestamp(score: f64) -> i64 {
     score.ceil() as i64
 }

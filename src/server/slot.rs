@@ -313,6 +313,7 @@ pub fn add(call: &Call, slot: &mut Slot, at: u64, count: u64) -> Result<()> {
     slot.announce(ctx, Event::Zset, c"zadd");
     if let Some(log) = &mut slot.log {
         log.total = log.total.saturating_add(count);
+        log.changed();
     }
     Ok(())
 }
@@ -347,6 +348,7 @@ pub fn remove_newest(call: &Call, slot: &mut Slot, count: u64, cutoff: u64) -> R
     }
     if let Some(log) = &mut slot.log {
         log.total = log.total.saturating_sub(doomed.len() as u64);
+        log.changed();
     }
     Ok(())
 }
@@ -366,6 +368,7 @@ pub fn set_member(call: &Call, slot: &mut Slot, score: u64) -> Result<()> {
         log.total = log.total.saturating_add(1);
     }
     log.member_score = Some(at as f64);
+    log.changed();
     slot.key.zadd(at as f64, member)?;
     let text = OwnedString::from_i64(ctx, at)?;
     Effect::new(ctx, name)
@@ -390,6 +393,7 @@ pub fn remove_member(call: &Call, slot: &mut Slot) -> Result<()> {
         log.total = log.total.saturating_sub(1);
     }
     log.member_score = None;
+    log.changed();
     slot.key.zrem(member)?;
     Effect::new(ctx, name).string(member).replicate(c"ZREM")?;
     slot.announce(ctx, Event::Zset, c"zrem");

@@ -30,8 +30,11 @@ local MAX_LIMITS = 16
 local MAX_ARGS = 12
 local TRIM_BATCH = 1000
 local I64_MAX = '9223372036854775807'
--- The latest GCRA TAT stored or read: NOW's ceiling plus the longest window.
-local MAX_TAT_US = '9322559254740991'
+-- The latest instant stored as an integer (a GCRA TAT, a block's end): NOW's ceiling
+-- plus the longest window or block.
+local MAX_END_US = '9322559254740991'
+-- The most strikes a block counts (counting stops there).
+local MAX_STRIKES = '1000000000000000'
 local U64_MAX = '18446744073709551615'
 
 ---------------------------------------------------------------------------------------
@@ -399,8 +402,9 @@ end
 -- A score as a whole microsecond, rounded up (scores written by others may be fractional).
 local function stamp(s) return math.ceil(tonumber(s)) end
 
--- A sorted set's entries above `cutoff`, read lazily.
-local function read_log(name, cutoff, member)
+-- A sorted set's entries above `cutoff`, read lazily but for the newest ones: the
+-- newest is checked against the layout (`holds` says what the set should hold).
+local function read_log(name, cutoff, member, holds)
   local total = redis.pcall('ZCARD', name)
   if type(total) == 'table' then fail(WRONGTYPE) end
   local log = { name = name, cutoff = cutoff, member = member, total = total, expired = 0 }
@@ -414,27 +418,27 @@ local function read_log(name, cutoff, member)
     end
   end
   log.count = total - log.expired
+  -- At most two members from the top: the call's member and the one below it.
+  local newest, newest_other
+  if log.count > 0 then
+    local r = redis.call('ZREVRANGEBYSCORE', name, '+inf', above, 'WITHSCORES', 'LIMIT', '0', member and '2' or '1')
+    -- +inf included (a sorted set never holds a NaN).
+    if r[2] and tonumber(r[2]) > MAX_NOW_US then
+      fail("ERR limiter key '" .. name .. "' does not hold " .. holds)
+    end
+    for i = 1, #r, 2 do
+      newest = newest or stamp(r[i + 1])
+      if r[i] ~= member then newest_other = stamp(r[i + 1]); break end
+    end
+  end
   function log.nth_oldest(n)
     if n == 0 or log.count == 0 then return nil end
     local r = redis.call('ZRANGEBYSCORE', name, above, '+inf', 'WITHSCORES', 'LIMIT', str(n - 1), '1')
     if r[2] then return stamp(r[2]) end
     return nil
   end
-  function log.newest()
-    if log.count == 0 then return nil end
-    local r = redis.call('ZREVRANGEBYSCORE', name, '+inf', above, 'WITHSCORES', 'LIMIT', '0', '1')
-    if r[2] then return stamp(r[2]) end
-    return nil
-  end
-  function log.newest_except_member()
-    if not member then return log.newest() end
-    if log.count == 0 then return nil end
-    local r = redis.call('ZREVRANGEBYSCORE', name, '+inf', above, 'WITHSCORES', 'LIMIT', '0', '2')
-    for i = 1, #r, 2 do
-      if r[i] ~= member then return stamp(r[i + 1]) end
-    end
-    return nil
-  end
+  function log.newest() return newest end
+  function log.newest_except_member() return newest_other end
   return log
 end
 
@@ -602,7 +606,7 @@ end
 A.SLIDECOUNT.refund = counter_refund
 
 -- SLIDELOG: one sorted-set entry per admitted unit, `<now>:<8 hex>` scored `<now>`.
-A.SLIDELOG = {}
+A.SLIDELOG = { log_layout = 'a sliding log (entries scored in unix microseconds up to 2255)' }
 function A.SLIDELOG.check(spec)
   if spec.limit > MAX_LOG_LIMIT then E_positive('limit', MAX_LOG_LIMIT) end
   if spec.cost > MAX_LOG_COST then E_positive('COST', MAX_LOG_COST) end
@@ -645,7 +649,7 @@ end
 
 -- GCRA: the theoretical arrival time in µs at the key, on the lattice ceil(j w / l).
 A.GCRA = { burst = true,
-  layout = { MAX_TAT_US, "a GCRA arrival time (unix microseconds up to 2265; CL.THROTTLE's are nanoseconds)" } }
+  layout = { MAX_END_US, "a GCRA arrival time (unix microseconds up to 2265; CL.THROTTLE's are nanoseconds)" } }
 function A.GCRA.check(spec)
   if spec.limit > spec.w then
     fail('ERR RL.GCRA spaces requests at least 1 µs apart: limit may not exceed the window in microseconds (' .. str(spec.w) .. ')')
@@ -707,7 +711,7 @@ end
 -- The TAT as stored, expiring when it is reached.
 local function gcra_store(value, now)
   -- Never beyond what a read accepts as a TAT (2265).
-  if not within(str(value), MAX_TAT_US) then
+  if not within(str(value), MAX_END_US) then
     fail('ERR RL.GCRA: the arrival time would overflow (BURST x window / limit is too long)')
   end
   return { { op = 'set', key = 1, value = value, ttl = ceil_ms(subsat(value, now)) } }
@@ -741,7 +745,8 @@ function A.GCRA.refund(st, spec, now)
 end
 
 -- CONCURRENCY: leases in a sorted set, member = lease id, score = its expiry (µs).
-A.CONCURRENCY = { member = true }
+A.CONCURRENCY = { member = true,
+  log_layout = 'a lease set (leases scored with their expiry in unix microseconds up to 2255)' }
 function A.CONCURRENCY.check(spec)
   if spec.limit > MAX_LOG_LIMIT then E_positive('limit', MAX_LOG_LIMIT) end
   if spec.cost ~= 1 then fail('ERR RL.CONCURRENCY: a lease is one slot, COST is not accepted') end
@@ -872,16 +877,15 @@ end
 -- unix µs, with `:<strikes>` when the call counts them, and expires when it ends. A
 -- block's end passes 2^53 near NOW's end, so it is an exact integer here.
 
-local U64_MAX_N = fromdigits(U64_MAX)
-
 -- Whether calls while blocked count strikes (and so write the block key).
 local function counts(b) return (b.STRIKES or b.EXTEND or b.BACKOFF) ~= nil end
 
--- A u64 in decimal, exactly (leading zeros allowed, as the module reads it), or nil.
-local function parse_exact(s)
+-- A decimal integer up to the digit string `m`, exactly (leading zeros allowed, as
+-- the module reads it), or nil.
+local function parse_exact(s, m)
   if #s == 0 or #s > 20 or string.find(s, '[^0-9]') then return nil end
   local t = string.gsub(s, '^0+', '')
-  if not within(t, U64_MAX) then return nil end
+  if not within(t, m) then return nil end
   if t == '' then return 0 end
   return fromdigits(t)
 end
@@ -894,9 +898,10 @@ local function read_block(name)
   local ends, strikes = v, '1'
   local at = string.find(v, ':', 1, true)
   if at then ends, strikes = string.sub(v, 1, at - 1), string.sub(v, at + 1) end
-  local h = { ends = parse_exact(ends), strikes = parse_exact(strikes) }
+  -- An end or a count past the layout is no block call's.
+  local h = { ends = parse_exact(ends, MAX_END_US), strikes = parse_exact(strikes, MAX_STRIKES) }
   if h.ends == nil or h.strikes == nil then
-    fail("ERR limiter key '" .. name .. "' does not hold a block (unix microseconds, or unix microseconds:strikes)")
+    fail("ERR limiter key '" .. name .. "' does not hold a block (its end in unix microseconds up to 2265, optionally :strikes up to 1000000000000000)")
   end
   return h
 end
@@ -937,7 +942,7 @@ end
 -- counts them; PEEK, REFUND and a plain BLOCK write nothing.
 local function while_blocked(b, h, mode, now)
   if mode ~= 'SPEND' or not counts(b) then return held_decision(h, now), nil end
-  local strikes = min(add(h.strikes, 1), U64_MAX_N)
+  local strikes = math.min(h.strikes + 1, MAX_AMOUNT)
   local length = 0
   if b.EXTEND then length = b.BLOCK * 1000
   elseif b.BACKOFF then length = backoff(b.BLOCK * 1000, strikes, b.BACKOFF * 1000) end
@@ -1219,7 +1224,7 @@ local function load(l, now, mode)
       if st[i] and not within(str(st[i]), layout[1]) then
         fail("ERR limiter key '" .. u.name .. "' does not hold " .. layout[2])
       end
-    else st[i] = read_log(u.name, u.cutoff, l.member) end
+    else st[i] = read_log(u.name, u.cutoff, l.member, l.algo.log_layout) end
   end
   l.st = st
 end
@@ -1227,7 +1232,7 @@ end
 local function reload(l)
   for i, u in ipairs(l.uses) do
     if u.kind == 'int' then read_counter_of(l, l.st, i)
-    else l.st[i] = read_log(u.name, u.cutoff, l.member) end
+    else l.st[i] = read_log(u.name, u.cutoff, l.member, l.algo.log_layout) end
   end
 end
 
