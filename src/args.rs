@@ -10,10 +10,12 @@ use crate::limit::{
 };
 
 /// Parses `<limit> <window> [options...]` (the arguments after the key).
+/// `accepts_burst`: GCRA's `BURST`; `counts`: RL.COUNTER's `COUNTALL` and `RENEW`.
 pub fn parse_limiter(
     command: &'static str,
     args: &[&[u8]],
     accepts_burst: bool,
+    counts: bool,
 ) -> Result<Request> {
     let (limit, window, options) = match args {
         [limit, window, options @ ..] => (limit, window, options),
@@ -24,6 +26,7 @@ pub fn parse_limiter(
     let mut now = None;
     let mut mode = None;
     let mut block = BlockArgs::default();
+    let (mut count_all, mut renew) = (None, None);
     let mut rest = options.iter();
     while let Some(option) = rest.next() {
         let name = keyword(option)
@@ -36,9 +39,14 @@ pub fn parse_limiter(
             "NOW" => set_once(&mut now, name, parse_now(value()?)?)?,
             "BLOCK" | "BACKOFF" => block.take(name, Some(value()?))?,
             "EXTEND" | "STRIKES" => block.take(name, None)?,
+            "COUNTALL" | "RENEW" if !counts => return Err(Error::CounterOnly(name)),
+            "COUNTALL" => set_once(&mut count_all, name, ())?,
+            "RENEW" => set_once(&mut renew, name, ())?,
             _ => set_mode(&mut mode, name)?,
         }
     }
+    spec.count_all = count_all.is_some();
+    spec.renew = renew.is_some();
     spec.cost = cost.unwrap_or(1);
     spec.block = block.finish()?;
     let mode = mode.unwrap_or(Mode::Spend);
@@ -197,6 +205,7 @@ pub fn parse_all<A: Named>(
                 Some(name @ ("COST" | "BURST" | "BLOCK" | "BACKOFF" | "EXTEND" | "STRIKES")) => {
                     name
                 }
+                Some(name @ ("COUNTALL" | "RENEW")) => return Err(Error::NotInAll(name)),
                 _ => break,
             };
             if name == "BURST" && !algorithm.accepts_burst() {
@@ -233,6 +242,9 @@ pub fn parse_all<A: Named>(
     let mut lease = None;
     while let Some(option) = word(at) {
         let name = keyword(option).ok_or_else(|| unknown(option))?;
+        if matches!(name, "COUNTALL" | "RENEW") {
+            return Err(Error::NotInAll(name));
+        }
         if matches!(
             name,
             "COST" | "BURST" | "BLOCK" | "BACKOFF" | "EXTEND" | "STRIKES"
@@ -290,9 +302,10 @@ fn keyword(option: &[u8]) -> Option<&'static str> {
     let names: &[&'static str] = match option.len() {
         3 => &["NOW"],
         4 => &["COST", "PEEK"],
-        5 => &["RESET", "BURST", "LEASE", "BLOCK"],
+        5 => &["RESET", "BURST", "LEASE", "BLOCK", "RENEW"],
         6 => &["REFUND", "EXTEND", "IMPOSE"],
         7 => &["BACKOFF", "STRIKES"],
+        8 => &["COUNTALL"],
         _ => &[],
     };
     names
@@ -446,7 +459,7 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Request> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        parse_limiter("rl.test", &bytes, false)
+        parse_limiter("rl.test", &bytes, false, false)
     }
 
     const NOW: &str = "1764480000000000";
@@ -575,6 +588,34 @@ mod tests {
     }
 
     #[test]
+    fn counter_options() -> Result<()> {
+        let counter = |args: &[&str]| {
+            let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            parse_limiter("rl.counter", &bytes, false, true)
+        };
+        let plain = counter(&["10", "1s"])?.spec;
+        assert!(!plain.count_all && !plain.renew);
+        let both = counter(&["10", "1s", "renew", "COST", "2", "CountAll", "PEEK"])?;
+        assert!(both.spec.count_all && both.spec.renew);
+        assert_eq!((both.spec.cost, both.mode), (2, Mode::Peek));
+        assert!(counter(&["10", "1s", "COUNTALL"])?.spec.count_all);
+        assert!(!counter(&["10", "1s", "COUNTALL"])?.spec.renew);
+        assert!(counter(&["10", "1s", "RENEW"])?.spec.renew);
+        for name in ["COUNTALL", "RENEW"] {
+            assert_eq!(
+                counter(&["10", "1s", name, "NOW", NOW, name]),
+                Err(Error::RepeatedOption(name))
+            );
+            assert_eq!(
+                parse(&["10", "1s", name]),
+                Err(Error::CounterOnly(name)),
+                "only RL.COUNTER"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
     fn amounts() {
         for bad in [
             "0",
@@ -639,8 +680,9 @@ mod tests {
     }
 
     fn algorithm(name: &[u8]) -> Option<&'static dyn Algorithm> {
-        const ALGORITHMS: [&dyn Algorithm; 5] = [
+        const ALGORITHMS: [&dyn Algorithm; 6] = [
             &crate::algo::fixed::Fixed,
+            &crate::algo::counter::Counter,
             &crate::algo::slidecount::SlideCount,
             &crate::algo::slidelog::SlideLog,
             &crate::algo::gcra::Gcra,
@@ -756,6 +798,14 @@ mod tests {
                 Error::RepeatedOption("LEASE"),
             ),
             ("2 fixed k 1 1 gcra k 1 1", Error::DuplicateKey("k".into())),
+            ("1 fixed k 1 1 COUNTALL", Error::NotInAll("COUNTALL")),
+            ("1 counter k 1 1 COUNTALL", Error::NotInAll("COUNTALL")),
+            ("2 fixed k 1 1 renew gcra j 1 1", Error::NotInAll("RENEW")),
+            (
+                "1 fixed k 1 1 NOW 1764480000000000 RENEW",
+                Error::NotInAll("RENEW"),
+            ),
+            ("1 fixed k 1 1 PEEK countall", Error::NotInAll("COUNTALL")),
             (
                 "1 fixed k 0 1",
                 Error::NotPositive {

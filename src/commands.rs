@@ -76,6 +76,19 @@ const LIMITER_ARGS: &[Arg] = &[
     MODE,
 ];
 
+/// RL.COUNTER's: the common ones, and COUNTALL and RENEW.
+const COUNTER_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"limit", ArgType::Integer),
+    arg(c"window", ArgType::String),
+    option(c"cost", c"COST", ArgType::Integer),
+    option(c"countall", c"COUNTALL", ArgType::PureToken),
+    option(c"renew", c"RENEW", ArgType::PureToken),
+    BLOCK,
+    option(c"now", c"NOW", ArgType::UnixTime),
+    MODE,
+];
+
 const GCRA_ARGS: &[Arg] = &[
     arg(c"key", ArgType::Key),
     arg(c"limit", ArgType::Integer),
@@ -192,7 +205,7 @@ pub static COMMANDS: [Command; 12] = [
         &Counter,
         c"Counter limiter: one counter at the key, whose TTL is the window, started by the first hit",
         c"O(1)",
-        LIMITER_ARGS,
+        COUNTER_ARGS,
     ),
     limiter(
         "rl.gcra",

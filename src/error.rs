@@ -47,6 +47,12 @@ pub enum Error {
     #[error("ERR BACKOFF must be a duration no shorter than BLOCK's")]
     BadBackoff,
 
+    #[error("ERR syntax error: {0} is only accepted by RL.COUNTER")]
+    CounterOnly(&'static str),
+
+    #[error("ERR syntax error: {0} is not accepted in RL.ALL (a denied RL.ALL spends nothing)")]
+    NotInAll(&'static str),
+
     #[error("ERR syntax error: {0} needs BLOCK")]
     NeedsBlock(&'static str),
 

@@ -10,7 +10,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use crate::algo::block;
 use crate::algo::slidelog::tests::VecLog;
 use crate::algo::state::{Held, Stored};
-use crate::algo::{fixed, gcra, slidecount, slidelog, Decision};
+use crate::algo::{fixed, gcra, slidecount, slidelog, Decision, Write};
 use crate::args::{parse_all, parse_counter, parse_limiter, parse_window, MAX_LIMITS};
 use crate::layout::{counter_key, fixed_window_name, has_hash_tag, log_member};
 use crate::limit::{Block, Growth, Mode, Spec, Window, MAX_AMOUNT};
@@ -55,6 +55,11 @@ const WORDS: &[&str] = &[
     "STRIKES",
     "IMPOSE",
     "impose",
+    "counter",
+    "COUNTALL",
+    "countall",
+    "RENEW",
+    "renew",
     "1764480000000000:3",
     "1764480000000000:",
     ":1",
@@ -153,8 +158,10 @@ fn parsing_never_panics() {
         let n = rng.gen_range(0..9);
         let args: Vec<Vec<u8>> = (0..n).map(|_| token(&mut rng)).collect();
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        if let Ok(a) = parse_limiter("rl.fuzz", &refs, rng.gen()) {
+        let counts = rng.gen();
+        if let Ok(a) = parse_limiter("rl.fuzz", &refs, rng.gen(), counts) {
             let spec = a.spec;
+            assert!(counts || !(spec.count_all || spec.renew));
             assert!(
                 (1..=MAX_AMOUNT).contains(&spec.limit) && (1..=MAX_AMOUNT).contains(&spec.cost)
             );
@@ -169,6 +176,7 @@ fn parsing_never_panics() {
             assert!(limits.iter().all(|l| l.key < refs.len()));
             assert!(all.lease.is_none_or(|at| at < refs.len()));
             for l in &limits {
+                assert!(!(l.spec.count_all || l.spec.renew));
                 check_block_args(&l.spec, Mode::Spend);
                 assert!(l.spec.block.is_none() || l.algorithm.check_block().is_ok());
             }
@@ -348,6 +356,8 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 burst: ((a.accepts_burst() || throttle) && rng.gen()).then(|| amount(&mut rng)),
                 renew_only: rng.gen_bool(0.2),
                 block: None,
+                count_all: a.takes_counter_options() && rng.gen(),
+                renew: a.takes_counter_options() && rng.gen(),
             };
             if a.check(&spec).is_err() {
                 continue;
@@ -402,6 +412,14 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 for write in w.iter().flatten() {
                     let key = write.key();
                     assert!(key < stored.len(), "{} writes key {key}", a.name());
+                    // A counter within its layout stays within it, denials counted too.
+                    if let (Write::IncrBy { by, .. }, Some(Some(v))) =
+                        (write, stored.get(key).map(Stored::integer))
+                    {
+                        if v <= MAX_AMOUNT {
+                            assert!(v + by <= MAX_AMOUNT, "{} {v} + {by}", a.name());
+                        }
+                    }
                 }
             }
         }

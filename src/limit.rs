@@ -84,6 +84,12 @@ pub struct Spec {
     pub renew_only: bool,
     /// `BLOCK …`: a denial puts the limiter in the penalty box.
     pub block: Option<Block>,
+    /// `COUNTALL` (RL.COUNTER only): a denied call adds its cost too, as the stock
+    /// libraries' stores INCR on every call.
+    pub count_all: bool,
+    /// `RENEW` (RL.COUNTER only): every call that writes the counter restarts its
+    /// window, as `limits`' elastic expiry does.
+    pub renew: bool,
 }
 
 impl Spec {
@@ -95,6 +101,8 @@ impl Spec {
             burst: None,
             renew_only: false,
             block: None,
+            count_all: false,
+            renew: false,
         }
     }
 }

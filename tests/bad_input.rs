@@ -468,6 +468,15 @@ fn argument_cases(cmd: &str, key: &[u8]) -> Vec<Case> {
         (&["COST"], "COST"),
         (&["NOW", now, "COST", "PEEK"], "COST"),
         (&["NOW", "PEEK"], "NOW"),
+        // RL.COUNTER's own options.
+        (
+            &["NOW", now, "COUNTALL"],
+            "COUNTALL is only accepted by RL.COUNTER",
+        ),
+        (
+            &["renew", "NOW", now],
+            "RENEW is only accepted by RL.COUNTER",
+        ),
     ];
     for (options, mention) in option_cases {
         cases.push(case(
@@ -570,6 +579,97 @@ fn bad_arguments_are_refused_and_change_nothing() {
         0
     );
     assert!(s.alive());
+    ping(&mut c);
+}
+
+/// COUNTALL and RENEW: refused by every command but RL.COUNTER, anywhere in RL.ALL,
+/// and when repeated; a refused call changes nothing, RL.COUNTER state included.
+#[test]
+fn counter_options_elsewhere_are_refused_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    populate(&mut c);
+    for line in [
+        format!("RL.COUNTER rl:ctr 2 {WINDOW} NOW {NOW} COUNTALL"),
+        format!("RL.COUNTER rl:ctr 2 {WINDOW} NOW {NOW} COUNTALL"),
+        format!("RL.COUNTER rl:ctr 2 {WINDOW} NOW {NOW} COUNTALL RENEW"),
+        format!("RL.CONCURRENCY rl:cc 2 {WINDOW} ACQUIRE a NOW {NOW}"),
+        format!("RL.GCRA rl:g 2 {WINDOW} NOW {NOW}"),
+    ] {
+        rl(&mut c, &line);
+    }
+    let before = snapshot_both(&mut c);
+    let only = |name: &str| format!("{name} is only accepted by RL.COUNTER");
+    let in_all = |name: &str| format!("{name} is not accepted in RL.ALL");
+    let w = WINDOW;
+    let lines = [
+        (format!("RL.FIXED rl:fix 5 {w} COUNTALL"), only("COUNTALL")),
+        (format!("RL.SLIDECOUNT rl:cnt 5 {w} renew"), only("RENEW")),
+        (
+            format!("RL.SLIDELOG rl:log 5 {w} CountAll"),
+            only("COUNTALL"),
+        ),
+        (format!("RL.GCRA rl:g 5 {w} RENEW COST 1"), only("RENEW")),
+        (
+            format!("RL.GCRA rl:g 5 {w} BURST 2 COUNTALL"),
+            only("COUNTALL"),
+        ),
+        (
+            format!("RL.CONCURRENCY rl:cc 5 {w} ACQUIRE b COUNTALL"),
+            only("COUNTALL"),
+        ),
+        (
+            format!("RL.CONCURRENCY rl:cc 5 {w} RENEW ACQUIRE b"),
+            only("RENEW"),
+        ),
+        (
+            format!("RL.ALL 1 COUNTER rl:ctr 5 {w} COUNTALL"),
+            in_all("COUNTALL"),
+        ),
+        (
+            format!("RL.ALL 1 COUNTER rl:ctr 5 {w} RENEW"),
+            in_all("RENEW"),
+        ),
+        (
+            format!("RL.ALL 2 COUNTER rl:ctr 5 {w} countall FIXED rl:fix 5 {w}"),
+            in_all("COUNTALL"),
+        ),
+        (
+            format!("RL.ALL 2 FIXED rl:fix 5 {w} COUNTER rl:ctr 5 {w} NOW {NOW} RENEW"),
+            in_all("RENEW"),
+        ),
+        (
+            format!("RL.ALL 1 FIXED rl:fix 5 {w} PEEK COUNTALL"),
+            in_all("COUNTALL"),
+        ),
+        (
+            format!("RL.COUNTER rl:ctr 5 {w} COUNTALL countall"),
+            "COUNTALL given more than once".into(),
+        ),
+        (
+            format!("RL.COUNTER rl:ctr 5 {w} RENEW COUNTALL Renew"),
+            "RENEW given more than once".into(),
+        ),
+        (
+            format!("RL.COUNTER rl:ctr 5 {w} COUNTALL COUNTALL PEEK"),
+            "COUNTALL given more than once".into(),
+        ),
+    ];
+    for (line, text) in &lines {
+        // Without NOW too: a call that slipped through would write at the server's clock.
+        for line in [line.clone(), format!("{line} NOW {NOW}")] {
+            let error = common::err_line(&mut c, &line);
+            assert!(error.starts_with("ERR syntax error: "), "{line}: {error}");
+            assert!(error.contains(text.as_str()), "{line}: {error}");
+            assert!(
+                quick_snapshot(&mut c) == before,
+                "{line} changed the keyspace"
+            );
+        }
+    }
+    // The state the refused calls left alone: three counted, the third denied.
+    let ctr: Option<String> = redis::cmd("GET").arg("rl:ctr").query(&mut c).unwrap();
+    assert_eq!(ctr.as_deref(), Some("3"));
     ping(&mut c);
 }
 

@@ -389,3 +389,154 @@ fn a_replica_without_the_module_converges() {
     assert!(a.len() >= 5, "{a:?}");
     assert_eq!(a, b, "the replica differs");
 }
+
+/// COUNTALL: denied calls count too, as the libraries' stores INCR on every call; the
+/// window stays where the first hit put it. PEEK and REFUND keep their meaning.
+#[test]
+fn countall_counts_denied_calls_in_the_same_window() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = server_us(&mut c);
+    let k = "rl:all";
+    let at = |now: u64, rest: &str| format!("RL.COUNTER {k} 3 10 COUNTALL NOW {now}{rest}");
+    let (reply, before, after) = timed(&mut c, &at(t, ""));
+    assert_eq!(reply, (1, 2, 0, W_MS));
+    let end_ms = assert_expires(&mut c, k, (before, after));
+    let end = end_ms as u64 * 1000;
+    let now = t + 4_000_000;
+    let until = ((end - now).div_ceil(1000)) as i64;
+    assert_eq!(rl(&mut c, &at(now, "")), (1, 1, 0, until));
+    assert_eq!(rl(&mut c, &at(now, "")), (1, 0, 0, until));
+    // Denied, counted past the limit, remaining held at 0; the window does not move.
+    assert_eq!(rl(&mut c, &at(now, "")), (0, 0, until, until));
+    assert_eq!(get(&mut c, k).as_deref(), Some("4"));
+    assert_eq!(rl(&mut c, &at(now, " COST 2")), (0, 0, until, until));
+    assert_eq!(get(&mut c, k).as_deref(), Some("6"));
+    // A cost above the limit never passes, and is counted.
+    assert_eq!(rl(&mut c, &at(now, " COST 4")), (0, 0, -1, until));
+    assert_eq!(get(&mut c, k).as_deref(), Some("10"));
+    assert_eq!(pexpiretime(&mut c, k), end_ms, "a denial moved the window");
+    // PEEK writes nothing; REFUND gives back, keeping the TTL.
+    let before = snapshot(&mut c);
+    assert_eq!(rl(&mut c, &at(now, " PEEK")), (0, 0, until, until));
+    assert_eq!(snapshot(&mut c), before, "a PEEK wrote");
+    let r = rl(&mut c, &at(now, " REFUND COST 2"));
+    assert_eq!((r.0, r.1), (0, 0));
+    assert_eq!(get(&mut c, k).as_deref(), Some("8"));
+    assert_eq!(pexpiretime(&mut c, k), end_ms);
+    // At the key's expiry instant a new window starts, counting from this call.
+    let (reply, before, after) = timed(&mut c, &at(end, ""));
+    assert_eq!(reply, (1, 2, 0, W_MS));
+    assert_eq!(get(&mut c, k).as_deref(), Some("1"));
+    assert_expires(&mut c, k, (before, after));
+
+    // A denied call that creates the key gives it the window's TTL.
+    let (reply, before, after) = timed(&mut c, "RL.COUNTER rl:big 3 10 COST 4 COUNTALL");
+    assert_eq!(reply, (0, 0, -1, W_MS));
+    assert_eq!(get(&mut c, "rl:big").as_deref(), Some("4"));
+    assert_eq!(encoding(&mut c, "rl:big"), "int");
+    assert_expires(&mut c, "rl:big", (before, after));
+    // Without COUNTALL the same call spends nothing.
+    assert_eq!(rl(&mut c, "RL.COUNTER rl:none 3 10 COST 4"), (0, 3, -1, 0));
+    assert_eq!(get(&mut c, "rl:none"), None);
+}
+
+/// RENEW: every call that writes the counter sets its TTL to the window again; a denied
+/// call writes (and so renews) only with COUNTALL.
+#[test]
+fn renew_restarts_the_window_on_every_counted_call() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = server_us(&mut c);
+    let k = "rl:renew";
+    let at = |now: u64, rest: &str| format!("RL.COUNTER {k} 2 10 RENEW NOW {now}{rest}");
+    let early = |c: &mut Connection| -> i64 {
+        // An end well before now + window, so that a renewal shows.
+        let end = server_time_ms(c) + 3_000;
+        let _: () = redis::cmd("PEXPIREAT").arg(k).arg(end).query(c).unwrap();
+        end
+    };
+    let (reply, before, after) = timed(&mut c, &at(t, ""));
+    assert_eq!(reply, (1, 1, 0, W_MS));
+    assert_expires(&mut c, k, (before, after));
+    early(&mut c);
+    let (reply, before, after) = timed(&mut c, &at(t + 1_000, ""));
+    assert_eq!(reply, (1, 0, 0, W_MS));
+    assert_eq!(get(&mut c, k).as_deref(), Some("2"));
+    assert_expires(&mut c, k, (before, after));
+    // Denied without COUNTALL: nothing written, nothing renewed.
+    let end = early(&mut c);
+    let r = rl(&mut c, &at(t + 2_000, ""));
+    assert_eq!((r.0, r.1), (0, 0));
+    assert!(r.2 <= 3_000, "{r:?}");
+    assert_eq!(pexpiretime(&mut c, k), end);
+    assert_eq!(get(&mut c, k).as_deref(), Some("2"));
+    // PEEK and REFUND renew nothing either.
+    rl(&mut c, &at(t + 2_000, " COUNTALL PEEK"));
+    rl(&mut c, &at(t + 2_000, " REFUND"));
+    assert_eq!(get(&mut c, k).as_deref(), Some("1"));
+    assert_eq!(pexpiretime(&mut c, k), end);
+    let (reply, before, after) = timed(&mut c, &at(t + 2_000, ""));
+    assert_eq!(reply, (1, 0, 0, W_MS));
+    assert_expires(&mut c, k, (before, after));
+    // Denied with COUNTALL: counted and renewed, the wait a full window.
+    early(&mut c);
+    let (reply, before, after) = timed(&mut c, &at(t + 3_000, " COUNTALL"));
+    assert_eq!(reply, (0, 0, W_MS, W_MS));
+    assert_eq!(get(&mut c, k).as_deref(), Some("3"));
+    assert_expires(&mut c, k, (before, after));
+}
+
+/// COUNTALL's and RENEW's writes on a denied call reach a replica without the module
+/// and an AOF reload as the same values and expiry instants.
+#[test]
+fn countall_and_renew_replicate() {
+    let primary = Server::start_with(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--appendonly",
+        "yes",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let port = primary.port.to_string();
+    let replica = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
+    wait_link(&primary, &replica);
+    let mut p = primary.conn();
+    let t = server_us(&mut p);
+    let _: () = redis::cmd("SET")
+        .arg("rl:{r}:bare")
+        .arg(2)
+        .query(&mut p)
+        .unwrap();
+    let line =
+        |key: &str, now: u64, rest: &str| format!("RL.COUNTER rl:{{r}}:{key} 2 10 NOW {now}{rest}");
+    for (l, allowed) in [
+        (line("a", t, " COUNTALL"), 1),
+        (line("a", t + 1, " COUNTALL"), 1),
+        (line("a", t + 2, " COUNTALL"), 0),
+        (line("a", t + 3, " COUNTALL RENEW COST 2"), 0),
+        (line("b", t, " COUNTALL COST 3"), 0),
+        (line("bare", t, " COUNTALL"), 0),
+        (line("c", t, " RENEW"), 1),
+        (line("c", t + 1, " RENEW"), 1),
+    ] {
+        assert_eq!(rl(&mut p, &l).0, allowed, "{l}");
+    }
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
+    let values: Vec<Option<String>> = ["a", "b", "bare", "c"]
+        .iter()
+        .map(|k| get(&mut p, &format!("rl:{{r}}:{k}")))
+        .collect();
+    let values: Vec<Option<&str>> = values.iter().map(Option::as_deref).collect();
+    assert_eq!(values, [Some("5"), Some("3"), Some("3"), Some("2")]);
+    let expected = snapshot(&mut p);
+    assert!(
+        expected.iter().all(|(_, _, at)| *at > 0),
+        "a key without a TTL: {expected:?}"
+    );
+    let mut r = replica.conn();
+    assert_eq!(snapshot(&mut r), expected, "the replica differs");
+    let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(&mut p).unwrap();
+    assert_eq!(snapshot(&mut p), expected, "the AOF reload differs");
+}

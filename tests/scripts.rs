@@ -1041,6 +1041,14 @@ fn check_counter_counts(o: &CounterOutcome, block: bool) {
     assert!(o.renewed > n / 100, "{} windows renewed", o.renewed);
     assert!(o.untimed > n / 200, "{} untimed", o.untimed);
     assert!(o.all > n / 5, "{} calls of RL.ALL", o.all);
+    // With BLOCK most denials start a block instead (identity 0 never blocks).
+    let few = n / if block { 200 } else { 100 };
+    assert!(
+        o.counted_denials > few,
+        "{} denials counted",
+        o.counted_denials
+    );
+    assert!(o.renewals > n / 100, "{} ends renewed", o.renewals);
     if block {
         assert!(o.blocked > n / 10, "{} blocked calls", o.blocked);
         assert!(o.block_ends > n / 100, "{} at a block's end", o.block_ends);
@@ -1058,6 +1066,10 @@ struct CounterOutcome {
     block_ends: u64,
     /// Calls of RL.ALL.
     all: u64,
+    /// Denied spending calls that COUNTALL counted (the stored value grew).
+    counted_denials: u64,
+    /// Spending calls with RENEW that moved a live window's end later.
+    renewals: u64,
 }
 
 /// `calls` calls on the `m` twin by the module, on the `s` twin by `right`, or by module
@@ -1082,6 +1094,8 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
     let mut now = s * 1_000_000 + us;
     let windows = ["100s", "150000ms", "120"];
     let (mut admitted, mut denied, mut renewed, mut untimed, mut all_calls) = (0, 0, 0, 0, 0);
+    // Denied calls that COUNTALL counted; calls that RENEW moved a live window's end.
+    let (mut counted_denials, mut renewals) = (0, 0);
     for i in 0..calls {
         let n = rng.gen_range(0..4);
         let key = |l: char| format!("{{u{n}}}:{l}");
@@ -1131,8 +1145,20 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
             }
         }
         let with_block = opts.iter().any(|g| g[0].eq_ignore_ascii_case("BLOCK"));
+        let is_all = rng.gen_bool(0.25);
+        // COUNTALL and RENEW (RL.COUNTER's own, refused in RL.ALL), among the options.
+        let (count_all, renew) = (!is_all && rng.gen_bool(0.4), !is_all && rng.gen_bool(0.3));
+        for (on, word) in [
+            (count_all, ["COUNTALL", "countall"]),
+            (renew, ["RENEW", "Renew"]),
+        ] {
+            if on {
+                let at = rng.gen_range(0..=opts.len());
+                opts.insert(at, vec![word[rng.gen_range(0..2)].into()]);
+            }
+        }
         args.extend(opts.concat());
-        let call = if rng.gen_bool(0.25) {
+        let call = if is_all {
             // RL.ALL: the COUNTER limit among one or two others, each on its own key, in
             // a random order.
             let mut limits = vec![(String::from("COUNTER"), args)];
@@ -1194,6 +1220,7 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
             "call {i} ({imp:?}): {:?}",
             call.args
         );
+        let spending = mode_of(&call).is_none();
         if replies[0].starts_with("array([int(1)") {
             admitted += 1;
         } else {
@@ -1209,6 +1236,13 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
         };
         let (m, s) = (read(&mut c, 'm'), read(&mut c, 's'));
         assert_eq!(m.0, s.0, "call {i}: {:?}", call.args);
+        let denied_now = !replies[0].starts_with("array([int(1)");
+        if spending && denied_now && !with_block && count_all && m.0 > before {
+            counted_denials += 1;
+        }
+        if spending && renew && before.is_some() && end > 0 && m.1 > end && !at_end {
+            renewals += 1;
+        }
         assert!(
             (m.1 - s.1).abs() <= TOL_MS && (m.1 < 0) == (s.1 < 0),
             "call {i}: expiry {} vs {}: {:?}",
@@ -1240,7 +1274,7 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
     eprintln!(
         "counter{}{}: {calls} calls ({all_calls} RL.ALL), {admitted} admitted, {denied} denied, \
          {renewed} windows renewed, {untimed} untimed, {blocked} blocked, {block_ends} at a \
-         block's end",
+         block's end, {counted_denials} denials counted (COUNTALL), {renewals} ends moved (RENEW)",
         if block { " with BLOCK" } else { "" },
         if right.is_none() {
             " (mixed fleet)"
@@ -1256,7 +1290,16 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
         blocked,
         block_ends,
         all: all_calls,
+        counted_denials,
+        renewals,
     }
+}
+
+/// The mode word of a call (PEEK, REFUND, RESET, IMPOSE), if any.
+fn mode_of(call: &Call) -> Option<&'static str> {
+    ["PEEK", "REFUND", "RESET", "IMPOSE"]
+        .into_iter()
+        .find(|m| call.args.iter().any(|a| a == m))
 }
 
 /// Keys that hold what no limiter wrote: another type, a string that is not a
@@ -1482,6 +1525,21 @@ fn bad_arguments_get_the_same_errors() {
         "all 2 fixed K 1 10 gcra K2 1 10 IMPOSE",
         "all 2 slidelog K:block 5 60 fixed K 5 60 BLOCK 10",
         "all 2 fixed K 5 60 BLOCK 10 slidelog K:block 5 60",
+        "fixed K 1 10 COUNTALL",
+        "slidecount K 1 10 renew",
+        "slidelog K 1 10 BLOCK 10 CountAll",
+        "gcra K 1 10 RENEW",
+        "concurrency K 1 10 ACQUIRE a COUNTALL",
+        "concurrency K 1 10 renew",
+        "throttle K 1 2 3 COUNTALL",
+        "counter K 1 10 COUNTALL countall",
+        "counter K 1 10 RENEW PEEK RENEW",
+        "counter K 1 10 COUNTALL RENEW BLOCK 10 BACKOFF 20 STRIKES COST 1 PEEK x",
+        "counter K 1 10 COUNTALL RENEW BLOCK 10 BACKOFF 20 STRIKES COST 1 PEEK",
+        "all 1 counter K 1 10 COUNTALL",
+        "all 2 counter K 1 10 RENEW fixed K2 1 10",
+        "all 1 counter K 1 10 NOW 1764480000000000 renew",
+        "all 1 fixed K 1 10 PEEK COUNTALL",
     ]
     .iter()
     .map(|l| l.replace(" K", &format!(" {k}")))
@@ -1521,8 +1579,8 @@ fn bad_arguments_get_the_same_errors() {
             let _: () = redis::cmd("FLUSHALL").query(&mut c).expect("FLUSHALL");
         }
     }
-    // All but the three valid extremes among them.
-    assert_eq!(refused, lines.len() - 3, "refused");
+    // All but the three valid extremes among them, and RL.COUNTER with every option.
+    assert_eq!(refused, lines.len() - 4, "refused");
 }
 
 /// `scripts/<command>.lua` is the library with its command's entry line, and every kit

@@ -207,6 +207,11 @@ impl Algorithm for Concurrency {
             if word.eq_ignore_ascii_case(b"COST") {
                 return Err(Error::LeaseCost);
             }
+            for option in ["COUNTALL", "RENEW"] {
+                if word.eq_ignore_ascii_case(option.as_bytes()) {
+                    return Err(Error::CounterOnly(option));
+                }
+            }
             let name = ["ACQUIRE", "RELEASE", "HEARTBEAT", "PEEK", "RESET", "NOW"]
                 .into_iter()
                 .find(|n| word.eq_ignore_ascii_case(n.as_bytes()))
@@ -445,6 +450,8 @@ mod tests {
         assert_eq!(parse("5 30 RESET")?.mode, Mode::Reset);
         for (line, e) in [
             ("5 30", Error::MissingLeaseOperation),
+            ("5 30 ACQUIRE a countall", Error::CounterOnly("COUNTALL")),
+            ("5 30 RENEW", Error::CounterOnly("RENEW")),
             ("5 30 ACQUIRE", Error::MissingValue("ACQUIRE")),
             (
                 "5 30 ACQUIRE a RELEASE a",

@@ -9,7 +9,7 @@ use super::{
     Write, Writes, NO_WRITES,
 };
 use crate::error::Result;
-use crate::limit::Spec;
+use crate::limit::{Spec, MAX_AMOUNT};
 
 /// The window the stored counter stands for at `now` (µs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,10 @@ pub fn period(stored: &Stored, now: u64) -> Period {
     }
 }
 
-/// The decision on `w`, and the writes of a spending call.
+/// The decision on `w`, and the writes of a spending call. By default only an
+/// admitted call adds its cost; with `COUNTALL` every call does (the count stops at
+/// the largest limit, where it denies as any larger one would), and with `RENEW`
+/// every call that adds restarts the window.
 pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
     let window_us = u128::from(spec.window.us());
     let (count, until_end) = match w {
@@ -56,13 +59,17 @@ pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
         Period::Untimed { count } => (count, window_us),
     };
     let (limit, cost) = (spec.limit, spec.cost);
-    let used = u128::from(count);
-    let allowed = used + u128::from(cost) <= u128::from(limit);
-    let used_after = if allowed {
-        used + u128::from(cost)
+    let allowed = u128::from(count) + u128::from(cost) <= u128::from(limit);
+    let counted = allowed || spec.count_all;
+    // All of `cost` when admitted (count + cost is at most the limit).
+    let by = if counted {
+        cost.min(MAX_AMOUNT.saturating_sub(count))
     } else {
-        used
+        0
     };
+    let used_after = u128::from(count) + u128::from(by);
+    let renews = counted && spec.renew;
+    let until_end = if renews { window_us } else { until_end };
     let decision = Decision {
         allowed,
         remaining: remaining(limit, used_after),
@@ -80,30 +87,27 @@ pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
         },
     };
     let ttl_ms = spec.window.ms();
-    let incr = Write::IncrBy {
-        key: 0,
-        by: cost,
-        ttl_ms,
-    };
-    let writes: Writes = match (w, allowed) {
+    let incr = (by > 0).then_some(Write::IncrBy { key: 0, by, ttl_ms });
+    // The TTL before the INCRBY, which keeps it (and, done by Redis itself with
+    // integer values, closes the key the module had open).
+    let expire = Some(Write::Expire { key: 0, ttl_ms });
+    let writes: Writes = match (w, counted) {
         // INCRBY, with PEXPIREAT now + window when it creates the key.
-        (Period::None | Period::Live { .. }, true) => [Some(incr), None, None],
+        (Period::None, true) => [incr, None, None],
+        (Period::Live { .. }, true) if renews => [expire, incr, None],
+        (Period::Live { .. }, true) => [incr, None, None],
         (Period::Ended, true) => [
             Some(Write::SetExpiring {
                 key: 0,
-                value: cost,
+                value: by,
                 ttl_ms,
             }),
             None,
             None,
         ],
-        // The TTL first: the INCRBY keeps it (and, done by Redis itself with integer
-        // values, it closes the key the module had open).
-        (Period::Untimed { .. }, true) => {
-            [Some(Write::Expire { key: 0, ttl_ms }), Some(incr), None]
-        }
+        (Period::Untimed { .. }, true) => [expire, incr, None],
         // A denial spends nothing; but a counter without a TTL would deny forever.
-        (Period::Untimed { .. }, false) => [Some(Write::Expire { key: 0, ttl_ms }), None, None],
+        (Period::Untimed { .. }, false) => [expire, None, None],
         (_, false) => NO_WRITES,
     };
     Verdict {
@@ -120,6 +124,10 @@ impl Algorithm for Counter {
         "COUNTER"
     }
 
+    fn takes_counter_options(&self) -> bool {
+        true
+    }
+
     fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
         [
             Some(KeyUse {
@@ -134,6 +142,18 @@ impl Algorithm for Counter {
     fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
         let w = stored.first().map_or(Period::None, |s| period(s, now));
         decide(w, spec, now)
+    }
+
+    /// The stored window's reset, whatever the call's options would write.
+    fn own_reset_ms(&self, stored: &[Stored], spec: &Spec, now: u64) -> u64 {
+        let w = stored.first().map_or(Period::None, |s| period(s, now));
+        let as_stored = Spec {
+            cost: 0,
+            count_all: false,
+            renew: false,
+            ..*spec
+        };
+        decide(w, &as_stored, now).decision.reset_after_ms
     }
 
     /// DECRBY of a counter inside its window (its TTL stays), never below 0; an ended
@@ -321,6 +341,169 @@ mod tests {
                 Counter.own_reset_ms(&ended, &spec(8, cost), end_ms * 1000),
                 0
             );
+        }
+    }
+
+    fn counting(limit: u64, cost: u64, count_all: bool, renew: bool) -> Spec {
+        Spec {
+            count_all,
+            renew,
+            ..spec(limit, cost)
+        }
+    }
+
+    fn incr(by: u64) -> Option<Write> {
+        Some(Write::IncrBy {
+            key: 0,
+            by,
+            ttl_ms: W_MS,
+        })
+    }
+
+    const EXPIRE: Option<Write> = Some(Write::Expire {
+        key: 0,
+        ttl_ms: W_MS,
+    });
+
+    #[test]
+    fn countall_counts_denied_calls_past_the_limit() {
+        let end_ms = T0 / 1000 + W_MS;
+        let now = T0 + 4_000_000;
+        let all = counting(3, 1, true, false);
+        // Admitted as without it.
+        let (dec, w) = run(&at(Some(2), Some(end_ms)), &all, now);
+        assert_eq!(dec, d(true, 0, 0, 6_000));
+        assert_eq!(w, [incr(1), None, None]);
+        // Denied, and counted: the key's expiry stays, the window ends where it did.
+        let (dec, w) = run(&at(Some(3), Some(end_ms)), &all, now);
+        assert_eq!(dec, d(false, 0, 6_000, 6_000));
+        assert_eq!(w, [incr(1), None, None]);
+        let (dec, w) = run(
+            &at(Some(7), Some(end_ms)),
+            &counting(3, 2, true, false),
+            now,
+        );
+        assert_eq!(dec, d(false, 0, 6_000, 6_000), "remaining clamped at 0");
+        assert_eq!(w, [incr(2), None, None]);
+        // Allowed iff the count before plus the cost fits: 5 + 4 > 8, 4 counted anyway.
+        let (dec, w) = run(
+            &at(Some(5), Some(end_ms)),
+            &counting(8, 4, true, false),
+            now,
+        );
+        assert_eq!(dec, d(false, 0, 6_000, 6_000));
+        assert_eq!(w, [incr(4), None, None]);
+        // Once the window ends, the count starts again from the call's cost.
+        let (dec, w) = run(&at(Some(9), Some(end_ms)), &all, end_ms * 1000);
+        assert_eq!(dec, d(true, 2, 0, W_MS));
+        let set = Write::SetExpiring {
+            key: 0,
+            value: 1,
+            ttl_ms: W_MS,
+        };
+        assert_eq!(w, [Some(set), None, None]);
+    }
+
+    #[test]
+    fn countall_with_a_cost_above_the_limit_counts_it_and_never_admits() {
+        let all = counting(8, 9, true, false);
+        // A denied call that creates the key gives it the window's TTL.
+        let (dec, w) = run(&at(None, None), &all, T0);
+        assert_eq!(dec, d(false, 0, -1, W_MS));
+        assert_eq!(w, [incr(9), None, None]);
+        let end_ms = T0 / 1000 + W_MS;
+        let (dec, w) = run(&at(Some(1), Some(end_ms)), &all, end_ms * 1000 + 5);
+        assert_eq!(dec, d(false, 0, -1, W_MS));
+        let set = Write::SetExpiring {
+            key: 0,
+            value: 9,
+            ttl_ms: W_MS,
+        };
+        assert_eq!(w, [Some(set), None, None]);
+    }
+
+    #[test]
+    fn countall_on_a_counter_without_a_ttl_gives_it_one_and_counts() {
+        let (dec, w) = run(&at(Some(3), None), &counting(3, 2, true, false), T0);
+        assert_eq!(dec, d(false, 0, W_MS as i64, W_MS));
+        assert_eq!(w, [EXPIRE, incr(2), None]);
+    }
+
+    #[test]
+    fn countall_stops_counting_at_the_largest_limit() {
+        let end_ms = T0 / 1000 + W_MS;
+        let near = MAX_AMOUNT - 2;
+        let (dec, w) = run(
+            &at(Some(near), Some(end_ms)),
+            &counting(8, 5, true, false),
+            T0,
+        );
+        assert_eq!(dec, d(false, 0, W_MS as i64, W_MS));
+        assert_eq!(w, [incr(2), None, None]);
+        let (dec, w) = run(
+            &at(Some(MAX_AMOUNT), Some(end_ms)),
+            &counting(8, 5, true, false),
+            T0,
+        );
+        assert_eq!(dec, d(false, 0, W_MS as i64, W_MS));
+        assert_eq!(w, NO_WRITES);
+        // Renewed all the same.
+        let (_, w) = run(
+            &at(Some(MAX_AMOUNT), Some(end_ms)),
+            &counting(8, 5, true, true),
+            T0 + 1_000_000,
+        );
+        assert_eq!(w, [EXPIRE, None, None]);
+    }
+
+    #[test]
+    fn renew_moves_the_end_on_every_counted_call() {
+        let end_ms = T0 / 1000 + W_MS;
+        let now = T0 + 4_000_000;
+        let renew = counting(3, 1, false, true);
+        // Admitted: the TTL first, then the INCRBY that keeps it; a full window again.
+        let (dec, w) = run(&at(Some(1), Some(end_ms)), &renew, now);
+        assert_eq!(dec, d(true, 1, 0, W_MS));
+        assert_eq!(w, [EXPIRE, incr(1), None]);
+        // Denied without COUNTALL: nothing counted, nothing renewed.
+        let (dec, w) = run(&at(Some(3), Some(end_ms)), &renew, now);
+        assert_eq!(dec, d(false, 0, 6_000, 6_000));
+        assert_eq!(w, NO_WRITES);
+        // Denied with COUNTALL: counted, so renewed, and the wait is a full window.
+        let both = counting(3, 1, true, true);
+        let (dec, w) = run(&at(Some(3), Some(end_ms)), &both, now);
+        assert_eq!(dec, d(false, 0, W_MS as i64, W_MS));
+        assert_eq!(w, [EXPIRE, incr(1), None]);
+        // A cost above the limit still never passes.
+        let (dec, _) = run(&at(Some(3), Some(end_ms)), &counting(3, 4, true, true), now);
+        assert_eq!(dec, d(false, 0, -1, W_MS));
+        // No counter, or an ended window: the write that creates it has the full TTL.
+        let (dec, w) = run(&at(None, None), &both, now);
+        assert_eq!(dec, d(true, 2, 0, W_MS));
+        assert_eq!(w, [incr(1), None, None]);
+        let (_, w) = run(&at(Some(3), Some(end_ms)), &renew, end_ms * 1000);
+        assert!(matches!(w[0], Some(Write::SetExpiring { value: 1, .. })));
+        assert_eq!(w[1], None);
+        // Without a TTL: as without RENEW (its TTL is set by the write anyway).
+        let (dec, w) = run(&at(Some(1), None), &renew, now);
+        assert_eq!(dec, d(true, 1, 0, W_MS));
+        assert_eq!(w, [EXPIRE, incr(1), None]);
+    }
+
+    #[test]
+    fn a_peek_reports_the_stored_window_whatever_the_options() {
+        let end_ms = T0 / 1000 + W_MS;
+        let now = T0 + 2_500_000;
+        for (count_all, renew) in [(true, false), (false, true), (true, true)] {
+            for cost in [1, 3, 9] {
+                let s = counting(8, cost, count_all, renew);
+                assert_eq!(
+                    Counter.own_reset_ms(&at(Some(9), Some(end_ms)), &s, now),
+                    7_500
+                );
+                assert_eq!(Counter.own_reset_ms(&at(None, None), &s, now), 0);
+                assert_eq!(Counter.own_reset_ms(&at(Some(3), None), &s, now), W_MS);
+            }
         }
     }
 

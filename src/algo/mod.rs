@@ -223,6 +223,11 @@ pub trait Algorithm: Sync {
         false
     }
 
+    /// Whether its own command takes `COUNTALL` and `RENEW` (RL.COUNTER).
+    fn takes_counter_options(&self) -> bool {
+        false
+    }
+
     /// Whether RL.ALL can name it: only algorithms that reply the common four.
     fn joins_all(&self) -> bool {
         true
@@ -253,7 +258,12 @@ pub trait Algorithm: Sync {
     /// The arguments after the key, for the algorithm's own command. Most share
     /// `<limit> <window> [options]`; a command of another shape parses its own.
     fn parse(&self, command: &'static str, args: &[&[u8]]) -> Result<Request> {
-        crate::args::parse_limiter(command, args, self.accepts_burst())
+        crate::args::parse_limiter(
+            command,
+            args,
+            self.accepts_burst(),
+            self.takes_counter_options(),
+        )
     }
 
     /// What the algorithm's own command replies.

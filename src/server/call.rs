@@ -14,9 +14,10 @@ use crate::error::{Error, Result};
 use crate::limit::Mode;
 use crate::top::Row;
 
-/// More arguments than any single limiter command accepts: `<limit> <window>` and
-/// every option once is 9; RL.PSEUDONYM takes at most 6.
-pub const MAX_ARGS: usize = 12;
+/// The most arguments after the key a limiter command accepts: RL.COUNTER's
+/// `<limit> <window>` and every option once (COST n, NOW t, a mode, BLOCK d,
+/// BACKOFF max, STRIKES, COUNTALL, RENEW) is 14; RL.PSEUDONYM takes at most 6.
+pub const MAX_ARGS: usize = 14;
 
 pub struct Call<'a> {
     pub ctx: Ctx,

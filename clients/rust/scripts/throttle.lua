@@ -27,7 +27,7 @@ local MAX_NOW_US = 9007199254740991
 local MAX_LOG_LIMIT = 1000000
 local MAX_LOG_COST = 1000
 local MAX_LIMITS = 16
-local MAX_ARGS = 12
+local MAX_ARGS = 14
 local TRIM_BATCH = 1000
 local I64_MAX = '9223372036854775807'
 -- The latest instant stored as an integer (a GCRA TAT, a block's end): NOW's ceiling
@@ -252,6 +252,10 @@ local function E_badnow() fail('ERR NOW must be unix time in microseconds betwee
 local function E_unknown(o) fail("ERR syntax error: unknown option '" .. o .. "'") end
 local function E_repeated(n) fail('ERR syntax error: ' .. n .. ' given more than once') end
 local function E_missing(n) fail('ERR syntax error: ' .. n .. ' needs a value') end
+local function E_counter_only(n) fail('ERR syntax error: ' .. n .. ' is only accepted by RL.COUNTER') end
+local function E_not_in_all(n)
+  fail('ERR syntax error: ' .. n .. ' is not accepted in RL.ALL (a denied RL.ALL spends nothing)')
+end
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
 ---------------------------------------------------------------------------------------
@@ -315,11 +319,11 @@ end
 local KEYWORDS = {
   NOW = 'NOW', COST = 'COST', PEEK = 'PEEK', RESET = 'RESET', BURST = 'BURST',
   LEASE = 'LEASE', REFUND = 'REFUND', BLOCK = 'BLOCK', EXTEND = 'EXTEND', IMPOSE = 'IMPOSE',
-  BACKOFF = 'BACKOFF', STRIKES = 'STRIKES',
+  BACKOFF = 'BACKOFF', STRIKES = 'STRIKES', COUNTALL = 'COUNTALL', RENEW = 'RENEW',
 }
 
 local function keyword(o)
-  if #o < 3 or #o > 7 then return nil end
+  if #o < 3 or #o > 8 then return nil end
   return KEYWORDS[string.upper(o)]
 end
 
@@ -508,7 +512,7 @@ A.FIXED.refund = counter_refund
 -- COUNTER (src/algo/counter.rs): one counter at the key itself, whose TTL is the window,
 -- set when it is created: the window ends when the key expires. `st.expires[1]` is the
 -- key's expiry instant (unix ms), nil without a TTL (see read_expiry).
-A.COUNTER = {}
+A.COUNTER = { counts = true }
 function A.COUNTER.keys(spec, base)
   return { { name = base, kind = 'int', written = true, expiring = true } }
 end
@@ -523,29 +527,45 @@ local function counter_window(st, now)
   if ends <= now then return 'ended', 0 end
   return 'live', count, ends
 end
+-- By default only an admitted call adds its cost; with COUNTALL every call does (the
+-- count stops at MAX_AMOUNT, where it denies as any larger one would), and with RENEW
+-- every call that adds restarts the window.
 function A.COUNTER.decide(st, spec, now)
   local state, count, ends = counter_window(st, now)
   local until_end = spec.w
   if state == 'live' then until_end = ends - now end
   local limit, cost = spec.limit, spec.cost
   local allowed = cmp(add(count, cost), limit) <= 0
-  local used_after = allowed and add(count, cost) or count
+  local counted = allowed or spec.count_all
+  local by = counted and min(cost, MAX_AMOUNT - count) or 0
+  local used_after = add(count, by)
+  local renews = counted and spec.renew
+  if renews then until_end = spec.w end
   local retry
   if allowed then retry = 0 elseif cost > limit then retry = -1 else retry = retry_ms(until_end) end
   local d = decision(allowed, remaining(limit, used_after), retry,
     cmp(used_after, 0) == 0 and 0 or ceil_ms(until_end))
-  local incr = { op = 'incrby', key = 1, by = cost, ttl = spec.ms }
+  local incr = { op = 'incrby', key = 1, by = by, ttl = spec.ms }
   local expire = { op = 'expire', key = 1, ttl = spec.ms }
   local w = {}
-  if allowed then
-    if state == 'ended' then w = { { op = 'set', key = 1, value = cost, ttl = spec.ms } }
-    elseif state == 'untimed' then w = { expire, incr }
-    else w = { incr } end
+  if counted then
+    -- The TTL before the INCRBY, which keeps it.
+    if state == 'ended' then w = { { op = 'set', key = 1, value = by, ttl = spec.ms } }
+    elseif state == 'untimed' or (state == 'live' and renews) then w = { expire }
+    end
+    if by > 0 and state ~= 'ended' then w[#w + 1] = incr end
   elseif state == 'untimed' then
     -- A denial spends nothing, but a counter without a TTL would deny forever.
     w = { expire }
   end
   return d, w
+end
+-- The stored window's reset, whatever the call's options would write.
+function A.COUNTER.own_reset(st, spec, now)
+  local nothing = {}
+  for k, v in pairs(spec) do nothing[k] = v end
+  nothing.cost, nothing.count_all, nothing.renew = 0, nil, nil
+  return (A.COUNTER.decide(st, nothing, now)).reset
 end
 function A.COUNTER.refund(st, spec, now)
   local state, count = counter_window(st, now)
@@ -982,6 +1002,12 @@ local function parse_limiter(command, args, from, algo)
     elseif name == 'EXTEND' or name == 'STRIKES' then
       block_take(block, name)
       i = i + 1
+    elseif name == 'COUNTALL' or name == 'RENEW' then
+      if not algo.counts then E_counter_only(name) end
+      local field = name == 'COUNTALL' and 'count_all' or 'renew'
+      if spec[field] then E_repeated(name) end
+      spec[field] = true
+      i = i + 1
     elseif name == 'COST' or name == 'BURST' or name == 'NOW' then
       local value = args[i + 1]
       if value == nil then E_missing(name) end
@@ -1026,6 +1052,7 @@ local function parse_concurrency(command, args, from)
     end
     -- RL.ALL's limits take COST; a lease here is one slot too, and says so.
     if name == 'COST' then fail('ERR RL.CONCURRENCY: a lease is one slot, COST is not accepted') end
+    if name == 'COUNTALL' or name == 'RENEW' then E_counter_only(name) end
     if #word > 9 or not LEASE_OPS[name] then E_unknown(word) end
     local takes_value = name ~= 'PEEK' and name ~= 'RESET'
     if takes_value and args[i + 1] == nil then E_missing(name) end
@@ -1104,6 +1131,7 @@ local function parse_all(args)
     local block = {}
     while args[at] ~= nil do
       local o = keyword(args[at])
+      if o == 'COUNTALL' or o == 'RENEW' then E_not_in_all(o) end
       if o ~= 'COST' and o ~= 'BURST' and o ~= 'BLOCK' and o ~= 'BACKOFF' and o ~= 'EXTEND' and o ~= 'STRIKES' then break end
       if o == 'BURST' and not algo.burst then E_unknown(args[at]) end
       local value = args[at + 1]
@@ -1136,6 +1164,7 @@ local function parse_all(args)
     local option = args[at]
     local name = keyword(option)
     if name == nil then E_unknown(option) end
+    if name == 'COUNTALL' or name == 'RENEW' then E_not_in_all(name) end
     if name == 'COST' or name == 'BURST' or name == 'BLOCK' or name == 'BACKOFF' or name == 'EXTEND' or name == 'STRIKES' then
       fail('ERR syntax error: ' .. name .. ' belongs to a limit and must come before NOW, PEEK, REFUND or RESET')
     end
