@@ -1583,6 +1583,63 @@ fn bad_arguments_get_the_same_errors() {
     assert_eq!(refused, lines.len() - 4, "refused");
 }
 
+/// COUNTALL at the largest COST: the count stops at 10^15 on both, where it denies as
+/// any larger count would, and stays within the layout (no later call is refused).
+#[test]
+fn countall_stops_counting_at_the_largest_limit_on_both() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+    let now = s * 1_000_000 + us;
+    for (i, (limit, cost, extra)) in [
+        ("3", "999999999999999", ""),
+        ("3", "1000000000000000", ""),
+        ("3", "1000000000000000", " RENEW"),
+        ("1000000000000000", "1", ""),
+        ("3", "2", " PEEK"),
+        ("3", "2", " REFUND"),
+        ("3", "1000000000000000", ""),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let line = format!("{{c}}:X {limit} 100 COST {cost} COUNTALL{extra} NOW {now}");
+        let call = Call {
+            command: "counter",
+            args: line.split(' ').map(String::from).collect(),
+            keys: vec![0],
+        };
+        let r = pipeline(
+            &mut c,
+            &[
+                cmd_for(&shas, &call, Impl::Module, 'm'),
+                cmd_for(&shas, &call, Impl::Script, 's'),
+            ],
+        );
+        assert_eq!(r[0], r[1], "call {i}: {line}");
+        assert!(
+            r[0].starts_with("array([int(0)"),
+            "call {i}: {line}: {}",
+            r[0]
+        );
+        for l in ['m', 's'] {
+            let v: String = redis::cmd("GET")
+                .arg(format!("{{c}}:{l}"))
+                .query(&mut c)
+                .unwrap();
+            let want = if extra == " REFUND" {
+                "999999999999998"
+            } else {
+                "1000000000000000"
+            };
+            let want = if i == 0 { "999999999999999" } else { want };
+            assert_eq!(v, want, "call {i} ({l}): {line}");
+        }
+    }
+    assert_same_state(&mut c, 'm', 's', "at the end");
+}
+
 /// `scripts/<command>.lua` is the library with its command's entry line, and every kit
 /// ships the same bytes (`make scripts-sync` writes them all).
 #[test]
