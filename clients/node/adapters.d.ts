@@ -31,7 +31,8 @@ export interface AdapterOptions {
 
 // redis-rl/express-rate-limit
 export class RedisRlStore {
-  constructor(options: AdapterOptions & { prefix?: string });
+  /** resetExpiryOnChange (rate-limit-redis 4): every request restarts the window; algorithm 'counter' only. */
+  constructor(options: AdapterOptions & { prefix?: string; resetExpiryOnChange?: boolean });
   readonly localKeys: false;
   prefix: string;
   readonly shadowDenials: number;

@@ -22,6 +22,10 @@ export interface Limit {
    * this duration (as a window), or `{ duration, extend, backoff, strikes }`.
    */
   block?: number | string | { duration: number | string; extend?: boolean; backoff?: number | string; strikes?: boolean };
+  /** 'counter' only, alone (not with other limits): every spending call adds its cost, denied ones too (COUNTALL). */
+  countAll?: boolean;
+  /** 'counter' only, alone: every counted call sets the TTL back to the full window (RENEW). */
+  renew?: boolean;
   /**
    * The Redis key, or a function from identity to key. Default `rl:{<identity>}:<name>`:
    * the hash tag keeps all limits of one identity in one cluster slot.

@@ -81,6 +81,10 @@ export function validateLimit(limit) {
     if (amountOf(limit.burst) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": burst must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.burst)}`);
   }
   if (limit.block !== undefined) blockArgs(limit);
+  for (const flag of ['countAll', 'renew']) {
+    if (limit[flag] !== undefined && typeof limit[flag] !== 'boolean') throw new RateLimitConfigError(`redis-rl: limit "${name}": ${flag} must be true or false, got ${JSON.stringify(limit[flag])}`);
+    if (limit[flag] && word !== 'COUNTER') throw new RateLimitConfigError(`redis-rl: limit "${name}": ${flag} is for algorithm 'counter' only`);
+  }
   keyFor(limit, 'probe');
   return limit;
 }
@@ -141,6 +145,9 @@ function limitArgs(limit, key, cost) {
   if (limit.burst !== undefined) args.push('BURST', String(limit.burst));
   if (cost !== 1) args.push('COST', String(cost));
   if (limit.block !== undefined) args.push(...blockArgs(limit));
+  // The stock stores' counting (every call adds its cost) and their re-armed TTL.
+  if (limit.countAll) args.push('COUNTALL');
+  if (limit.renew) args.push('RENEW');
   return args;
 }
 
@@ -168,6 +175,8 @@ export function buildCommand(limits, keys, costs, { nowUs, mode, lease }) {
   const concurrent = limits.map((l) => algorithmWord(l) === 'CONCURRENCY');
   if (limits.length === 1 && concurrent[0]) return [...concurrencyArgs(limits[0], keys[0], lease, mode), ...now];
   if (mode === 'HEARTBEAT') throw new TypeError('redis-rl: HEARTBEAT is for one concurrency limit');
+  const single = limits.length > 1 && limits.find((l) => l.countAll || l.renew);
+  if (single) throw new RateLimitConfigError(`redis-rl: limit "${policyName(single)}": countAll and renew are RL.COUNTER's alone, not a limit's in RL.ALL (check it on its own)`);
   const args = limits.length === 1
     ? [`RL.${algorithmWord(limits[0])}`, ...limitArgs(limits[0], keys[0], costs[0])]
     : ['RL.ALL', String(limits.length),

@@ -97,6 +97,28 @@ for (const [lib, connect] of Object.entries(standalone)) {
       return undefined;
     });
 
+    it('countAll and renew: RL.COUNTER\'s COUNTALL and RENEW, a counter limit\'s alone, checked before Redis', async () => {
+      // The window's end is the key's expiry on the server clock: NOW stays near it.
+      const now = Date.now();
+      const limit = { name: 'all', algorithm: 'counter', limit: 1, window: 10, key: `rl:{countall-${lib}}:c`, countAll: true, renew: true };
+      assert.deepEqual([(await rl.check(limit, undefined, { now })).allowed], [true]);
+      await raw(conn.client, 'PEXPIRE', limit.key, '2000'); // as if 8 s had passed
+      const denied = await rl.check(limit, undefined, { now });
+      assert.deepEqual([denied.allowed, denied.remaining], [false, 0]);
+      // The denied call was counted (COUNTALL), and re-armed the TTL (RENEW).
+      assert.equal(await raw(conn.client, 'GET', limit.key), '2');
+      const ttl = Number(await raw(conn.client, 'PTTL', limit.key));
+      assert.ok(ttl > 9000 && ttl <= 10_000, `PTTL ${ttl}`);
+      const refused = [
+        [{ ...limit, algorithm: 'fixed' }, /limit "all": countAll is for algorithm 'counter' only/],
+        [{ ...limit, countAll: false, algorithm: 'gcra' }, /limit "all": renew is for algorithm 'counter' only/],
+        [{ ...limit, countAll: 'yes' }, /limit "all": countAll must be true or false, got "yes"/],
+        [[limit, { ...limit, name: 'other', countAll: false, renew: false }], /limit "all": countAll and renew are RL.COUNTER's alone, not a limit's in RL.ALL/],
+      ];
+      for (const [bad, message] of refused) await assert.rejects(rl.check(bad, undefined, { now }), message);
+      assert.equal(await raw(conn.client, 'GET', limit.key), '2');
+    });
+
     it('a counter limit refuses burst, as every limit but gcra', async () => {
       await assert.rejects(rl.check({ algorithm: 'counter', limit: 2, window: 10, burst: 3, key: 'k' }), /burst is for algorithm 'gcra' only/);
       await assert.rejects(rl.check({ algorithm: 'counters', limit: 2, window: 10, key: 'k' }), /unknown algorithm "counters" \(slidelog, slidecount, fixed, counter, gcra or concurrency\)/);

@@ -283,12 +283,56 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
   });
 }
 
+describe('algorithm counter: rate-limit-redis\'s counting', () => {
+  // RL.COUNTER's window ends at the key's expiry on the server clock: no clock here,
+  // and the tests shorten a TTL in Redis rather than wait.
+  it('every request is counted, the 429 too, so skipFailedRequests gives back what the 429 spent', async () => {
+    const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'counter', prefix: 'erl-count:' });
+    const a = express();
+    a.get('/', rateLimit8({ keyGenerator: (req) => req.headers['x-id'], validate: false, windowMs: 60_000, limit: 2, skipFailedRequests: true, store }), (req, res) => res.send('ok'));
+    const srv = await listen(http.createServer(a));
+    const id = freshId();
+    const hit = () => fetch(srv.base, { headers: { 'x-id': id } }).then((r) => r.status);
+    try {
+      const seen = [];
+      for (let i = 0; i < 4; i++) {
+        seen.push(await hit());
+        await new Promise((r) => setTimeout(r, 30)); // the decrement runs once the 429 is sent
+      }
+      // A 429 counted and given back leaves the count at the limit: still denied.
+      assert.deepEqual(seen, [200, 200, 429, 429]);
+      assert.equal(await shared.conn.client.get(`erl-count:{${id}}`), '2');
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('resetExpiryOnChange: every request, a denied one too, restarts the window', async () => {
+    const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'counter', prefix: 'erl-renew:', resetExpiryOnChange: true });
+    store.init({ limit: 1, windowMs: 60_000 });
+    const id = freshId();
+    const key = `erl-renew:{${id}}`;
+    const seen = [];
+    for (let i = 0; i < 3; i++) {
+      const { totalHits, resetTime } = await store.increment(id);
+      seen.push([totalHits, await shared.conn.client.get(key), Math.round((resetTime - Date.now()) / 1000)]);
+      const ttl = await shared.conn.client.pttl(key);
+      assert.ok(ttl > 59_000 && ttl <= 60_000, `a whole window after request ${i + 1}: PTTL ${ttl}`);
+      await shared.conn.client.pexpire(key, 5000); // as if 55 s had passed since it
+    }
+    // Counted, denied ones too, and each reports the restarted window as its reset.
+    assert.deepEqual(seen, [[1, '1', 60], [2, '2', 60], [2, '3', 60]]);
+  });
+});
+
 it('refused when built, with the option\'s name: failure (the policy is passOnStoreError), resetExpiryOnChange, rate-limit-redis\'s sendCommand, unknown options', () => {
   const client = shared.conn.client;
   assert.throws(() => new RedisRlStore({ client, timeout: SLOW_OK, failure: 'open' }), /passOnStoreError/);
   assert.throws(() => new RedisRlStore({ client, timeout: SLOW_OK, algorithm: 'leaky' }), /unknown algorithm/);
-  assert.throws(() => new RedisRlStore({ client, resetExpiryOnChange: true }), /'resetExpiryOnChange' is rate-limit-redis 4's \(removed in 6\): it restarts the window at every request, denied ones included, .* No redis-rl algorithm restarts its window on a request \(with algorithm 'counter' the window ends windowMs after the request that opened it\), so it is refused: remove it/);
-  assert.throws(() => new RedisRlStore({ client, algorithm: 'counter', resetExpiryOnChange: true }), /'resetExpiryOnChange' .* \(with algorithm 'counter' the window ends windowMs after the request that opened it\)/);
+  // resetExpiryOnChange is the stock store's own window re-armed: algorithm 'counter' only.
+  assert.throws(() => new RedisRlStore({ client, resetExpiryOnChange: true }), /option 'resetExpiryOnChange' \(rate-limit-redis 4's: every request, denied ones included, restarts the window\) needs algorithm 'counter'/);
+  assert.throws(() => new RedisRlStore({ client, algorithm: 'gcra', resetExpiryOnChange: true }), /needs algorithm 'counter'/);
+  assert.throws(() => new RedisRlStore({ client, algorithm: 'counter', resetExpiryOnChange: 'yes' }), /resetExpiryOnChange must be true or false/);
   assert.throws(() => new RedisRlStore({ client, sendCommand: () => {} }), /'sendCommand' is rate-limit-redis's; pass the connection as `client`/);
   assert.throws(() => new RedisRlStore({ client, windowMs: 1000 }), /unknown option 'windowMs'/);
   // A limit the library would refuse, and shadow mode with a limit the library decides.

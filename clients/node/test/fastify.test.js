@@ -33,6 +33,20 @@ async function app(plugin, options, routes = (f) => f.get('/', async () => 'ok')
 
 for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
   describe(`@fastify/rate-limit ${version}`, () => {
+    it('algorithm counter counts as the plugin\'s RedisStore: the 429s too, on the route\'s key', async () => {
+      // RL.COUNTER's window is the key's on the server clock: no clock here.
+      const srv = await app(plugin, { max: 2, timeWindow: 60_000, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'counter', nameSpace: `count-${version}:` }) });
+      const id = freshId();
+      try {
+        const seen = [];
+        for (let i = 0; i < 4; i++) seen.push((await srv.hit(id)).status);
+        assert.deepEqual(seen, [200, 200, 429, 429]);
+        assert.equal(await shared.conn.client.get(`count-${version}:{${id}}:`), '4');
+      } finally {
+        await srv.close();
+      }
+    });
+
     it('the limit holds exactly; x-ratelimit-*, retry-after and the 429 come from the module\'s reply', async () => {
       const time = steppedTime(T);
       const srv = await app(plugin, { max: 3, timeWindow: 10_000, store: redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'slidelog', clock: time.clock }) });

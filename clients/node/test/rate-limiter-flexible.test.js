@@ -304,6 +304,43 @@ return {consumed, ttl}`;
     }
   });
 
+  it('algorithm counter counts as RateLimiterRedis: denied consumes too, in consumedPoints, get() and inMemoryBlockOnConsumed; RateLimiterUnionRl spends nothing on a denial', async () => {
+    // RL.COUNTER's window is the key's on the server clock: no clock here.
+    const opts = { storeClient: shared.conn.client, timeout: SLOW_OK, points: 2, duration: 60, algorithm: 'counter' };
+    const ours = new RateLimiterRedisRl({ ...opts, keyPrefix: 'count-ours' });
+    const stock = new RateLimiterRedis({ ...opts, keyPrefix: 'count-stock' });
+    const id = freshId();
+    const seen = { ours: [], stock: [] };
+    for (const [name, limiter] of [['ours', ours], ['stock', stock]]) {
+      for (let i = 0; i < 4; i++) {
+        const r = await settle(limiter.consume(id));
+        seen[name].push([r.ok, r.res.consumedPoints, r.res.remainingPoints]);
+      }
+      seen[name].push((await limiter.get(id)).consumedPoints);
+    }
+    assert.deepEqual(seen.ours, [[true, 1, 1], [true, 2, 0], [false, 3, 0], [false, 4, 0], 4]);
+    assert.deepEqual(seen.ours, seen.stock);
+    // The library's in-memory block past points + cost is reached, as on the stock store.
+    const mem = new RateLimiterRedisRl({ ...opts, keyPrefix: 'count-mem', inMemoryBlockOnConsumed: 4, inMemoryBlockDuration: 30 });
+    for (let i = 0; i < 4; i++) await settle(mem.consume(id));
+    // Refused from memory: the library's RateLimiterRes(0, ms), Redis not asked.
+    assert.equal((await settle(mem.consume(id))).res.consumedPoints, 0);
+    // All or nothing: a union one limiter denies spends on neither.
+    const a = new RateLimiterRedisRl({ ...opts, points: 1, keyPrefix: 'count-a' });
+    const b = new RateLimiterRedisRl({ ...opts, points: 5, keyPrefix: 'count-b' });
+    const union = new RateLimiterUnionRl(a, b);
+    await union.consume(id);
+    await settle(union.consume(id));
+    assert.deepEqual([(await a.get(id)).consumedPoints, (await b.get(id)).consumedPoints], [1, 1]);
+    // While set() holds the key's state, the counter is not spent, by a denied call either.
+    const held = new RateLimiterRedisRl({ ...opts, points: 1, keyPrefix: 'count-set' });
+    await held.consume(id);
+    await held.set(id, 0, 60);
+    await held.consume(id);
+    await shared.conn.client.del(`count-set:{${id}}:set`);
+    assert.equal((await held.get(id)).consumedPoints, 1);
+  });
+
   it('the boundary burst: RateLimiterRedis admits 16, the module\'s sliding windows about half', async (t) => {
     const consuming = (limiter) => ({ admit: async (id) => (await settle(limiter.consume(id))).ok });
     const results = await burstResults({

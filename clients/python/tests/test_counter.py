@@ -56,6 +56,16 @@ def test_command_and_validation() -> None:
         Limit.counter("c", "k", 1, "soon")
     with pytest.raises(ValueError, match="burst is a GCRA option"):
         Limit("c", "COUNTER", "k", 1, 1000, burst=2)
+    counting = Limit.counter("c", "k", 8, 60, count_all=True, renew=True)
+    assert command(counting, 2, "spend", None) == ["RL.COUNTER", "k", 8, "60", "COST", 2, "COUNTALL", "RENEW"]
+    with pytest.raises(ValueError, match="count_all is a COUNTER option"):
+        Limit("c", "FIXED", "k", 1, 1000, count_all=True)
+    with pytest.raises(ValueError, match="renew is a COUNTER option"):
+        Limit("c", "GCRA", "k", 1, 1000, renew=True)
+    with pytest.raises(TypeError, match="count_all must be True or False"):
+        Limit("c", "COUNTER", "k", 1, 1000, count_all=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="RL.COUNTER's alone"):
+        all_command([counting, Limit.fixed("f", "j", 3, 10)], [1, 1], "spend", None)
 
 
 def test_window_starts_at_the_first_hit(server: Server, real_clock: FakeClock, key: str) -> None:
@@ -150,10 +160,10 @@ def test_storage_reports_what_the_stock_redis_storage_does(server: Server, key: 
     name = f"stock-vs-ours-{how}"
     stock_hits = [stock.incr(item.key_for(name), item.get_expiry(), 1) for _ in range(4)]
     our_hits = [ours.incr(item.key_for(name), item.get_expiry(), 1) for _ in range(4)]
-    # The same counts; the stock store counts the denied 4th hit too, we report it as
-    # the count it would make (above the limit) without spending it.
+    # The same counts: both count the denied 4th hit (RL.COUNTER COUNTALL), and `get`
+    # reads the counter, past the limit.
     assert stock_hits == our_hits == [1, 2, 3, 4]
-    assert stock.get(item.key_for(name)) == 4 and ours.get(item.key_for(name)) == 3
+    assert stock.get(item.key_for(name)) == ours.get(item.key_for(name)) == 4
     now = time.time()
     # The window ends an hour after the first hit in both (stock reads whole-second TTLs).
     assert abs(stock.get_expiry(item.key_for(name)) - (now + 3600)) <= 1.5
@@ -161,7 +171,7 @@ def test_storage_reports_what_the_stock_redis_storage_does(server: Server, key: 
     # Our counter is one key holding the count, as the stock one, under our prefix.
     c = server.client()
     [raw] = c.keys(f"rl:limits:*{name}*")
-    assert raw.endswith(":counter:3/1/hour") and c.get(raw) == "3" and 3590_000 < c.pttl(raw) <= 3600_000
+    assert raw.endswith(":counter:3/1/hour") and c.get(raw) == "4" and 3590_000 < c.pttl(raw) <= 3600_000
 
     ours.clear(item.key_for(name))
     assert ours.get(item.key_for(name)) == 0 and abs(ours.get_expiry(item.key_for(name)) - time.time()) < 1
@@ -190,13 +200,41 @@ def test_fixed_window_strategy_on_limits_aio(server: Server, key: str) -> None:
 
     hits, stats = asyncio.run(run())
     assert (hits, stats.remaining, round(stats.reset_time - time.time())) == ([True, True, False], 0, 60)
-    assert [server.client().get(k) for k in server.client().keys(f"rl:limits:*{key}*:counter:*")] == ["2"]
+    # The denied third hit is counted, as RedisStorage's INCRBY counts it.
+    assert [server.client().get(k) for k in server.client().keys(f"rl:limits:*{key}*:counter:*")] == ["3"]
 
 
-def test_elastic_expiry_still_refused(server: Server) -> None:
-    _, ours = stock_and_ours(server, "uri")
-    with pytest.raises(NotImplementedError, match="slidelog or counter"):
-        ours.incr("LIMITER/x/1/1/minute", 60, elastic_expiry=True)
+@pytest.mark.parametrize("run", ["sync", "aio"])
+def test_elastic_expiry_counts_every_hit_and_moves_the_end(server: Server, key: str, run: str) -> None:
+    """fixed-window-elastic-expiry on algorithm=counter: every hit, denied ones too, is
+    counted (COUNTALL) and sets the window's end back to a whole window away (RENEW), so
+    a client that keeps calling stays limited. The window's end is the key's expiry on
+    the server clock: the test shortens it in Redis rather than wait."""
+    scheme = "redis+rl://" if run == "sync" else "async+redis+rl://"
+    ours = storage_from_string(server.url.replace("redis://", scheme) + "?algorithm=counter")
+    name = f"LIMITER/{key}/1/1/minute"
+    c = server.client()
+    raw = f"rl:limits:{{LIMITER/{key}}}:counter:1/1/minute"
+
+    async def call(result: Any) -> Any:
+        return await result if run == "aio" else result
+
+    async def steps() -> List[Tuple[int, int, int]]:
+        seen = []
+        for _ in range(3):
+            hit = await call(ours.incr(name, 60, elastic_expiry=True))
+            seen.append((hit, await call(ours.get(name)), c.pttl(raw)))
+            c.pexpire(raw, 5000)  # as if 55 s had passed since this hit
+        return seen
+
+    seen = asyncio.run(steps())
+    assert [(hit, count) for hit, count, _ in seen] == [(1, 1), (2, 2), (2, 3)]
+    # Each hit, the denied ones too, set the end a whole minute after itself.
+    assert all(60_000 - SLACK_MS < ttl <= 60_000 for _, _, ttl in seen), seen
+    # Elastic expiry on another algorithm is refused, naming algorithm=counter.
+    other = storage_from_string(server.url.replace("redis://", "redis+rl://") + "?algorithm=slidecount")
+    with pytest.raises(NotImplementedError, match="needs algorithm=counter"):
+        other.incr(name, 60, elastic_expiry=True)
 
 
 def test_unknown_algorithm_names_counter(server: Server) -> None:

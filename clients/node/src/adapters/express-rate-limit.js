@@ -23,11 +23,10 @@ function countingBudget(algorithm, windowMs) {
 // Options of the stock stores (rate-limit-redis) that mean something else here, refused
 // when the store is built rather than silently ignored.
 const REFUSED = {
-  resetExpiryOnChange: 'is rate-limit-redis 4\'s (removed in 6): it restarts the window at every request, denied ones included, so a client that keeps calling is never reset. No redis-rl algorithm restarts its window on a request (with algorithm \'counter\' the window ends windowMs after the request that opened it), so it is refused: remove it',
   sendCommand: 'is rate-limit-redis\'s; pass the connection as `client` (node-redis or ioredis)',
   sendCommandCluster: 'is rate-limit-redis\'s; pass the cluster connection as `client` (node-redis or ioredis)',
 };
-const KNOWN = new Set(['client', 'algorithm', 'burst', 'prefix', 'shadow', 'onShadow', 'onError', 'timeout', 'clock', 'failure', 'backend', 'secret', 'metrics']);
+const KNOWN = new Set(['client', 'algorithm', 'burst', 'prefix', 'shadow', 'onShadow', 'onError', 'timeout', 'clock', 'failure', 'backend', 'secret', 'metrics', 'resetExpiryOnChange']);
 
 export class RedisRlStore {
   /** Keys live in Redis, shared by every process (express-rate-limit's validations ask). */
@@ -41,6 +40,8 @@ export class RedisRlStore {
   /** What passOnStoreError makes of a failure, for the metrics. */
   #failure;
   #metrics;
+  /** countAll / renew for the limit, on algorithm 'counter'. */
+  #counting;
 
   /**
    * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter', burst?: number,
@@ -52,7 +53,11 @@ export class RedisRlStore {
       if (REFUSED[name]) throw new TypeError(`${WHO}: option '${name}' ${REFUSED[name]}`);
       if (!KNOWN.has(name)) throw new TypeError(`${WHO}: unknown option '${name}' (${[...KNOWN].join(', ')})`);
     }
-    const { prefix = 'rl:erl:', failure, ...rest } = options;
+    const { prefix = 'rl:erl:', failure, resetExpiryOnChange = false, ...rest } = options;
+    if (typeof resetExpiryOnChange !== 'boolean') throw new TypeError(`${WHO}: resetExpiryOnChange must be true or false, got ${JSON.stringify(resetExpiryOnChange)}`);
+    if (resetExpiryOnChange && rest.algorithm !== 'counter') {
+      throw new TypeError(`${WHO}: option 'resetExpiryOnChange' (rate-limit-redis 4's: every request, denied ones included, restarts the window) needs algorithm 'counter', the stock store's own window; the other algorithms never restart a window on a request`);
+    }
     if (failure !== undefined) {
       throw new TypeError(`${WHO}: the failure policy is express-rate-limit's passOnStoreError (true: allow while Redis fails), not a store option`);
     }
@@ -60,6 +65,10 @@ export class RedisRlStore {
     this.#adapter = makeLimiter(WHO, rest, 'library');
     this.#metrics = Boolean(rest.metrics);
     this.prefix = prefix;
+    // rate-limit-redis INCRs on every request, denied ones included: on its own window
+    // the counter does too (so a skipFailedRequests decrement after a 429 gives back
+    // what the 429 spent), and resetExpiryOnChange re-arms the TTL on each.
+    this.#counting = this.#adapter.algorithm === 'counter' ? { countAll: true, renew: resetExpiryOnChange } : {};
   }
 
   /** The requests that shadow mode let through although the module denied them. */
@@ -85,7 +94,7 @@ export class RedisRlStore {
     this.#failure = options.passOnStoreError ? 'open' : 'closed';
     this.#fixedLimit = counting ? undefined : limit;
     this.#budget = counting ? countingBudget(this.#adapter.algorithm, windowMs) : undefined;
-    this.#limit = limitFor(this.#adapter, 'erl', counting ? this.#budget : limit, windowMs, (key) => tagged(this.prefix, key));
+    this.#limit = { ...limitFor(this.#adapter, 'erl', counting ? this.#budget : limit, windowMs, (key) => tagged(this.prefix, key)), ...this.#counting };
   }
 
   #policy() {

@@ -72,6 +72,9 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
     #limit(timeWindow, max) {
       const limit = limitFor(adapter, 'fastify', max, timeWindow, (key) => `${tagged(nameSpace, key)}:${this.#route}`);
       if (this.#block) limit.block = { duration: `${timeWindow}ms`, ...this.#block };
+      // The plugin's RedisStore INCRs on every request, denied ones included: on its own
+      // window the counter does too.
+      if (adapter.algorithm === 'counter') limit.countAll = true;
       return limit;
     }
 

@@ -111,6 +111,9 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
       // blockDuration is the module's BLOCK: the denial that starts it and every call while
       // it holds are one atomic call each (STRIKES counts the calls made while blocked).
       if (this.blockDuration > 0) this.policy.block = { duration: `${Math.round(this.blockDuration * 1000)}ms`, strikes: true };
+      // On RateLimiterRedis's own window the counter counts as its INCRBY does, denied
+      // calls included, so consumedPoints (and get()) say what the stock store's would.
+      if (this.policy.algorithm === 'counter') this.policy.countAll = true;
     }
   }
 
@@ -190,7 +193,7 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     if (decision.source === 'failure') throw decision.error;
     if (Number(ttl) !== -2) {
       // The emulation key holds the state: what the module just spent goes back.
-      if (!mode && decision.allowed) await this.#adapter.rl.refund(policy, this.parseKey(rlKey), { cost });
+      if (!mode && (decision.allowed || policy.countAll)) await this.#adapter.rl.refund(policy, this.parseKey(rlKey), { cost });
       return this.#count(over, n, []);
     }
     return this.#fromDecision(decision, n, policy, options, rlKey);
@@ -256,7 +259,15 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
       if (spent.source === 'failure') throw spent.error;
     }
     // A cost that can never fit has no retry time: the window is the honest wait.
-    return { consumed: used + n, ms: Number.isFinite(d.retryAfter) ? d.retryAfter : windowMs };
+    const ms = Number.isFinite(d.retryAfter) ? d.retryAfter : windowMs;
+    if (policy.countAll) {
+      // The denial was counted, and the reply's remaining stops at 0: the counter says how
+      // far past the limit it is (inMemoryBlockOnConsumed above points + cost needs that).
+      const key = this.#keyOf(this.parseKey(rlKey));
+      const [count] = await this.#raw([{ args: ['GET', key], key }]);
+      return { consumed: Math.max(used + n, Number(count) || 0), ms };
+    }
+    return { consumed: used + n, ms };
   }
 
   _penalty(key, points = 1, options = {}) {
@@ -273,14 +284,18 @@ export class RateLimiterRedisRl extends RateLimiterStoreAbstract {
     }
     const key = this.#keyOf(this.parseKey(rlKey));
     const over = `${key}:set`;
-    const [[value, ttl], peek] = await Promise.all([
-      this.#raw([{ args: ['GET', over], key: over }, { args: ['PTTL', over], key: over }]),
+    // A counter that counts denials is read as RateLimiterRedis reads its key: past the
+    // limit too, where a PEEK's remaining stops at 0.
+    const counted = this.policy?.countAll ? [{ args: ['GET', key], key }] : [];
+    const [[value, ttl, count], peek] = await Promise.all([
+      this.#raw([{ args: ['GET', over], key: over }, { args: ['PTTL', over], key: over }, ...counted]),
       this.counterOnly ? null : this.#adapter.rl.peek(this.policy, this.parseKey(rlKey)),
     ]);
     if (value !== null && value !== undefined) return { consumed: Number(value), ms: Number(ttl) };
     if (!peek) return null;
     if (peek.source === 'failure') throw peek.error;
     if (peek.strikes > 0) return { consumed: this.points + peek.strikes, ms: peek.retryAfter };
+    if (count !== null && count !== undefined) return { consumed: Number(count), ms: peek.resetAfter };
     const used = usedBefore(peek, this.points);
     return used > 0 ? { consumed: used, ms: peek.resetAfter } : null;
   }
@@ -332,7 +347,9 @@ export class RateLimiterUnionRl {
     const cost = pointsOf(points);
     if (cost < 1) throw new RateLimiterArgumentError(`${WHO}: RateLimiterUnionRl consumes at least 1 point, got ${points}`);
     const [first] = this.#limiters;
-    const decision = await first._adapter.rl.check(this.#limiters.map((l) => l.policy), key, { cost });
+    // All or nothing: a denied union spends on no limiter (countAll is RL.COUNTER's alone).
+    const policies = this.#limiters.map(({ policy: { countAll, ...policy } }) => policy);
+    const decision = await first._adapter.rl.check(policies, key, { cost });
     if (decision.source === 'failure') {
       // Redis could not decide: the limiters' insurance limiters do, as a union of their own.
       const insurance = this.#limiters.map((l) => l.insuranceLimiter);

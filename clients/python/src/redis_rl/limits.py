@@ -109,6 +109,11 @@ class Limit:
     limit: int
     window_ms: int
     burst: Optional[int] = None
+    count_all: bool = False
+    """COUNTER only (COUNTALL): every spending call adds its cost, denied ones too, as
+    the stock stores' INCR does."""
+    renew: bool = False
+    """COUNTER only (RENEW): every counted call sets the TTL back to the full window."""
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -122,19 +127,28 @@ class Limit:
             raise ValueError(f"{self.name}: window must be from 1 to {MAX_WINDOW_MS} ms, not {self.window_ms!r}")
         if self.burst is not None:
             amount(f"{self.name}: burst", self.burst)
+        for flag in ("count_all", "renew"):
+            value = getattr(self, flag)
+            if not isinstance(value, bool):
+                raise TypeError(f"{self.name}: {flag} must be True or False, not {value!r}")
+            if value and self.algorithm != "COUNTER":
+                raise ValueError(f"{self.name}: {flag} is a COUNTER option")
 
     @classmethod
     def fixed(cls, name: str, key: str, limit: int, window: Window) -> Limit:
         return cls(name, "FIXED", key, limit, window_ms(window))
 
     @classmethod
-    def counter(cls, name: str, key: str, limit: int, window: Window) -> Limit:
+    def counter(
+        cls, name: str, key: str, limit: int, window: Window, *, count_all: bool = False, renew: bool = False
+    ) -> Limit:
         """A fixed window that starts at the key's first hit, not on a clock boundary:
         one counter at `key` itself whose TTL is the window (the layout of `limits`',
         express-rate-limit's and @fastify/rate-limit's Redis stores). Its end is the
         key's expiry on the server clock, so a `clock` given to the limiter must keep
-        the server's time."""
-        return cls(name, "COUNTER", key, limit, window_ms(window))
+        the server's time. `count_all` counts denied calls too and `renew` re-arms the
+        TTL on every counted call (the stock stores' INCR, and `limits`' elastic expiry)."""
+        return cls(name, "COUNTER", key, limit, window_ms(window), count_all=count_all, renew=renew)
 
     @classmethod
     def slidelog(cls, name: str, key: str, limit: int, window: Window) -> Limit:
@@ -174,6 +188,10 @@ class Limit:
             args += ["BURST", self.burst]
         if cost != 1:
             args += ["COST", cost]
+        if self.count_all:
+            args.append("COUNTALL")
+        if self.renew:
+            args.append("RENEW")
         return args
 
 
@@ -238,6 +256,8 @@ def all_command(
 ) -> List[Any]:
     args: List[Any] = ["RL.ALL", len(limits)]
     for limit, cost in zip(limits, costs):
+        if limit.count_all or limit.renew:
+            raise ValueError(f"{limit.name}: count_all and renew are RL.COUNTER's alone, not a limit's in RL.ALL")
         args += [limit.algorithm, *limit.spec(cost)]
     if lease is not None:
         args += ["LEASE", lease]

@@ -8,9 +8,11 @@ Schemes: `redis+rl://`, `rediss+rl://` (TLS), `redis+rl+cluster://`, and each wi
 `async+` in front for `limits.aio`. Options, in the URI's query or as storage options:
 
 - `algorithm`: what the fixed-window strategy (the libraries' default) runs on:
-  `slidecount` (default), `slidelog`, `gcra`, `counter` (RL.COUNTER: `limits`' own
-  fixed window, which starts at the first hit and ends when its key expires, boundary
-  burst included) or `fixed` (RL.FIXED: windows on clock boundaries). The
+  `slidecount` (default), `slidelog`, `gcra`, `counter` (RL.COUNTER COUNTALL: `limits`'
+  own fixed window, which starts at the first hit and ends when its key expires,
+  boundary burst included, and counts every hit, denied ones too, as RedisStorage
+  does; the fixed-window-elastic-expiry strategy adds RENEW, and needs it) or `fixed`
+  (RL.FIXED: windows on clock boundaries). The
   moving-window strategy always runs on RL.SLIDELOG, the sliding-window-counter one
   on RL.SLIDECOUNT.
 - `failure`: `open` or `closed` to let the kit's failure policy decide when Redis
@@ -160,7 +162,15 @@ class _Keys:
     def __init__(self, settings: _Settings) -> None:
         self.s = settings
 
-    def limit(self, algorithm: str, key: str, limit: Optional[int] = None, expiry: Optional[int] = None) -> Limit:
+    def limit(
+        self,
+        algorithm: str,
+        key: str,
+        limit: Optional[int] = None,
+        expiry: Optional[int] = None,
+        count_all: bool = False,
+        renew: bool = False,
+    ) -> Limit:
         head, parsed_limit, seconds = _parse_key(key)
         suffix = key[len(head) + 1 :]
         amount = limit if limit is not None else parsed_limit
@@ -172,7 +182,18 @@ class _Keys:
             f"{self.s.prefix}:{{{head}}}:{algorithm.lower()}:{suffix}",
             amount,
             window_s * 1000,
+            count_all=count_all,
+            renew=renew,
         )
+
+    def fixed(self, key: str, expiry: Optional[int] = None, elastic_expiry: bool = False) -> Limit:
+        """The fixed-window strategies' limit: elastic expiry (every hit moves the end of
+        the window to now + window) is RL.COUNTER's RENEW. On RL.COUNTER, `limits`' own
+        fixed window, every hit is counted (COUNTALL), as RedisStorage's INCRBY counts it."""
+        counter = self.s.algorithm == "COUNTER"
+        if elastic_expiry and not counter:
+            raise NotImplementedError(ELASTIC_REFUSED)
+        return self.limit(self.s.algorithm, key, expiry=expiry, count_all=counter, renew=elastic_expiry)
 
 
 def _count(decision: Decision, limit: Limit) -> int:
@@ -183,6 +204,13 @@ def _count(decision: Decision, limit: Limit) -> int:
     if decision.allowed:
         return max(limit.limit - decision.remaining - 1, 0)
     return limit.limit - decision.remaining
+
+
+def _counted(value: Any) -> int:
+    """RL.COUNTER's counter as RedisStorage's `get` reads its key: every hit counted,
+    past the limit too, where a PEEK's remaining stops at 0. The key expires with its
+    window, so a missing key is 0."""
+    return int(value) if value is not None else 0
 
 
 def _until_s(decision: Decision, limit: Limit) -> float:
@@ -219,9 +247,9 @@ def _spent(settings: _Settings, decision: Decision, limit: Limit) -> bool:
 def _hit_count(settings: _Settings, decision: Decision, limit: Limit, amount: int) -> int:
     """`incr`'s answer, the counter the fixed-window strategy compares with the limit:
     admitted, the count after this hit (`limit - remaining`); denied, the count the
-    window holds plus `amount`, the number the counter would show had the hit been
-    counted (it is not: the module never counts a denied request), so it is above the
-    limit exactly when the hit is denied."""
+    window holds plus `amount` (at least the limit plus `amount` where the denial was
+    counted, COUNTALL, whose remaining stops at 0), so it is above the limit exactly
+    when the hit is denied."""
     if not _spent(settings, decision, limit):
         if decision.error is not None:
             return limit.limit + amount
@@ -278,17 +306,20 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
 
     # The fixed-window strategy: incr/get/get_expiry, on the `algorithm` option.
     def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
-        if elastic_expiry:
-            raise NotImplementedError(ELASTIC_REFUSED)
-        limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
+        limit = self.keys.fixed(key, expiry, elastic_expiry)
         return _hit_count(self.settings, self._spend(limit, amount), limit, amount)
 
     def get(self, key: str) -> int:
-        limit = self.keys.limit(self.settings.algorithm, key)
+        limit = self.keys.fixed(key)
+        if limit.count_all and self.settings.recent_failure() is None:
+            try:
+                return _counted(self.limiter.client.get(limit.key))
+            except redis.RedisError:
+                pass  # the PEEK below meets the same failure and applies the policy
         return _count(self._peek(limit), limit)
 
     def get_expiry(self, key: str) -> float:
-        limit = self.keys.limit(self.settings.algorithm, key)
+        limit = self.keys.fixed(key)
         return _at(self.settings, self._peek(limit), limit)
 
     def check(self) -> bool:
@@ -360,17 +391,21 @@ class AsyncRedisRLStorage(
         return recent or _raised(self.settings, await self.limiter.check(limit, 1, "peek"))
 
     async def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
-        if elastic_expiry:
-            raise NotImplementedError(ELASTIC_REFUSED)
-        limit = self.keys.limit(self.settings.algorithm, key, expiry=expiry)
+        limit = self.keys.fixed(key, expiry, elastic_expiry)
         return _hit_count(self.settings, await self._spend(limit, amount), limit, amount)
 
     async def get(self, key: str) -> int:
-        limit = self.keys.limit(self.settings.algorithm, key)
+        limit = self.keys.fixed(key)
+        if limit.count_all and self.settings.recent_failure() is None:
+            try:
+                await self.limiter._ready()
+                return _counted(await self.limiter.client.get(limit.key))
+            except redis.RedisError:
+                pass
         return _count(await self._peek(limit), limit)
 
     async def get_expiry(self, key: str) -> float:
-        limit = self.keys.limit(self.settings.algorithm, key)
+        limit = self.keys.fixed(key)
         return _at(self.settings, await self._peek(limit), limit)
 
     async def check(self) -> bool:
@@ -441,9 +476,10 @@ def _moving_cost_fits(limit: int, amount: int) -> bool:
 
 
 ELASTIC_REFUSED = (
-    "redis+rl: the fixed-window-elastic-expiry strategy extends the window on every hit, "
-    "denied ones included; redis-rl never counts a denied request. Use fixed-window "
-    "(with algorithm=slidecount, the default, slidelog or counter) or moving-window instead."
+    "redis+rl: the fixed-window-elastic-expiry strategy counts every hit, denied ones included, "
+    "and moves the window's end to now + window on each: that is RL.COUNTER's COUNTALL RENEW, "
+    "so it needs algorithm=counter (the storage's other algorithms never count a denied hit "
+    "nor move a window). Use algorithm=counter, or the fixed-window or moving-window strategy."
 )
 
 
