@@ -107,6 +107,26 @@ for (const [version, rateLimit, StockStore] of [['8', rateLimit8, StockStore6], 
       }
     });
 
+    for (const algorithm of [undefined, 'slidelog', 'gcra']) {
+      it(`skipFailedRequests: the decrement after a 429 gives nothing back, the client stays limited (${algorithm ?? 'default'})`, async () => {
+        const time = steppedTime(T);
+        const store = new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock, ...(algorithm && { algorithm }) });
+        const srv = await app(rateLimit, { windowMs: 60_000, limit: 2, skipFailedRequests: true, store });
+        const id = freshId();
+        try {
+          const seen = [];
+          for (let i = 0; i < 6; i++) {
+            seen.push((await srv.hit(id)).status);
+            await new Promise((r) => setTimeout(r, 30)); // the decrement runs once the 429 is sent
+          }
+          // The module spent nothing on a 429, so its decrement must refund nothing.
+          assert.deepEqual(seen, [200, 200, 429, 429, 429, 429]);
+        } finally {
+          await srv.close();
+        }
+      });
+    }
+
     it('the boundary burst: the stock store admits 16, the module\'s sliding windows about half', async (t) => {
       // The stock store counts on the server's clock (PEXPIRE): real time.
       const results = await burstResults({

@@ -42,6 +42,8 @@ export class RedisRlStore {
   #metrics;
   /** countAll / renew for the limit, on algorithm 'counter'. */
   #counting;
+  /** Per key, the 429s whose decrement has not come yet; only with skipFailedRequests (see increment). */
+  #unspent;
 
   /**
    * @param {{ client: unknown, algorithm?: 'slidecount'|'slidelog'|'gcra'|'fixed'|'counter', burst?: number,
@@ -92,6 +94,9 @@ export class RedisRlStore {
       throw new TypeError(`${WHO}: metrics need a numeric limit ≥ 1 (with a function or 0 the library decides, not the module, so its decisions are not the module's to count)`);
     }
     this.#failure = options.passOnStoreError ? 'open' : 'closed';
+    // The library decrements after a 429 only with skipFailedRequests (a 429 is no success),
+    // and then always: entries stay bounded. On 'counter' the 429 was counted, so it is refunded.
+    this.#unspent = options.skipFailedRequests && !this.#counting.countAll ? new Map() : undefined;
     this.#fixedLimit = counting ? undefined : limit;
     this.#budget = counting ? countingBudget(this.#adapter.algorithm, windowMs) : undefined;
     this.#limit = { ...limitFor(this.#adapter, 'erl', counting ? this.#budget : limit, windowMs, (key) => tagged(this.prefix, key)), ...this.#counting };
@@ -113,16 +118,31 @@ export class RedisRlStore {
     const decision = await this.#adapter.rl.check(limit, key, { shadow: this.#adapter.shadow, libraryFailure: this.#failure });
     if (this.#fixedLimit === undefined) {
       if (decision.source === 'failure') throw decision.error;
+      if (!decision.allowed) this.#spentNothing(key);
       const totalHits = decision.allowed ? this.#budget - decision.remaining : this.#budget + 1;
       return { totalHits, resetTime: this.#resetTime(decision.allowed ? decision.resetAfter : decision.retryAfter) };
     }
-    const { hits, ms } = asHits(this.#adapter, decision, this.#fixedLimit);
+    const { hits, ms, allowed } = asHits(this.#adapter, decision, this.#fixedLimit);
+    if (!allowed) this.#spentNothing(key);
     // express-rate-limit derives Retry-After and the reset header from resetTime.
     return { totalHits: hits, resetTime: this.#resetTime(ms) };
   }
 
+  // A denial spends nothing in the module, yet skipFailedRequests decrements after the 429
+  // (rate-limit-redis counted it): that decrement must give back nothing.
+  #spentNothing(key) {
+    if (this.#unspent) this.#unspent.set(key, (this.#unspent.get(key) ?? 0) + 1);
+  }
+
   /** skipFailedRequests / skipSuccessfulRequests: the module gives the unit back (REFUND). */
   async decrement(key) {
+    const pending = this.#unspent?.get(key);
+    if (pending) {
+      // Deleted at 0 so that the map holds only keys with a 429 still finishing.
+      if (pending === 1) this.#unspent.delete(key);
+      else this.#unspent.set(key, pending - 1);
+      return;
+    }
     const d = await this.#adapter.rl.refund(this.#policy(), key);
     if (d.source === 'failure') throw d.error;
   }
