@@ -262,17 +262,7 @@ fn rl_all_and_block_take_it() {
 /// a replica without the module and in an AOF reload: the same values and instants.
 #[test]
 fn replicas_and_the_aof_get_the_effects() {
-    let primary = Server::start_with(&[
-        "--repl-diskless-sync-delay",
-        "0",
-        "--appendonly",
-        "yes",
-        "--enable-debug-command",
-        "yes",
-    ]);
-    let port = primary.port.to_string();
-    let replica = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
-    wait_link(&primary, &replica);
+    let (primary, replica) = primary_with_aof_and_replica();
     let mut p = primary.conn();
     let t = server_us(&mut p);
     let _: () = redis::cmd("SET")
@@ -302,9 +292,7 @@ fn replicas_and_the_aof_get_the_effects() {
     let end = pexpiretime(&mut p, "rl:{r}:b") as u64 * 1000;
     assert_eq!(rl(&mut p, &line("b", end, "")).0, 1);
     assert_eq!(get(&mut p, "rl:{r}:b").as_deref(), Some("1"));
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
-    let mut r = replica.conn();
-    let expected = snapshot(&mut p);
+    let expected = same_on_the_replica_and_after_loadaof(&mut p, &replica);
     let keys: Vec<String> = expected
         .iter()
         .map(|(k, _, _)| String::from_utf8_lossy(k).into_owned())
@@ -320,13 +308,6 @@ fn replicas_and_the_aof_get_the_effects() {
         ],
         "{expected:?}"
     );
-    assert!(
-        expected.iter().all(|(_, _, at)| *at > 0),
-        "a key without a TTL: {expected:?}"
-    );
-    assert_eq!(snapshot(&mut r), expected, "the replica differs");
-    let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(&mut p).unwrap();
-    assert_eq!(snapshot(&mut p), expected, "the AOF reload differs");
 }
 
 /// A seeded workload on the server clock (no NOW), with windows short enough that keys
@@ -491,17 +472,7 @@ fn renew_restarts_the_window_on_every_counted_call() {
 /// and an AOF reload as the same values and expiry instants.
 #[test]
 fn countall_and_renew_replicate() {
-    let primary = Server::start_with(&[
-        "--repl-diskless-sync-delay",
-        "0",
-        "--appendonly",
-        "yes",
-        "--enable-debug-command",
-        "yes",
-    ]);
-    let port = primary.port.to_string();
-    let replica = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
-    wait_link(&primary, &replica);
+    let (primary, replica) = primary_with_aof_and_replica();
     let mut p = primary.conn();
     let t = server_us(&mut p);
     let _: () = redis::cmd("SET")
@@ -523,20 +494,49 @@ fn countall_and_renew_replicate() {
     ] {
         assert_eq!(rl(&mut p, &l).0, allowed, "{l}");
     }
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
+    same_on_the_replica_and_after_loadaof(&mut p, &replica);
     let values: Vec<Option<String>> = ["a", "b", "bare", "c"]
         .iter()
         .map(|k| get(&mut p, &format!("rl:{{r}}:{k}")))
         .collect();
     let values: Vec<Option<&str>> = values.iter().map(Option::as_deref).collect();
     assert_eq!(values, [Some("5"), Some("3"), Some("3"), Some("2")]);
-    let expected = snapshot(&mut p);
+}
+
+/// A primary with an AOF and a replica without the module, linked.
+fn primary_with_aof_and_replica() -> (Server, Server) {
+    let primary = Server::start_with(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--appendonly",
+        "yes",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let port = primary.port.to_string();
+    let replica = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
+    wait_link(&primary, &replica);
+    (primary, replica)
+}
+
+/// Once the replica has every write: each key has a TTL, and the replica and an AOF
+/// reload hold the primary's keys, values and expiry instants. Returns that snapshot.
+fn same_on_the_replica_and_after_loadaof(
+    p: &mut redis::Connection,
+    replica: &Server,
+) -> Vec<(Vec<u8>, Option<Vec<u8>>, i64)> {
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(p).unwrap();
+    let expected = snapshot(p);
     assert!(
         expected.iter().all(|(_, _, at)| *at > 0),
         "a key without a TTL: {expected:?}"
     );
-    let mut r = replica.conn();
-    assert_eq!(snapshot(&mut r), expected, "the replica differs");
-    let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(&mut p).unwrap();
-    assert_eq!(snapshot(&mut p), expected, "the AOF reload differs");
+    assert_eq!(
+        snapshot(&mut replica.conn()),
+        expected,
+        "the replica differs"
+    );
+    let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(p).unwrap();
+    assert_eq!(snapshot(p), expected, "the AOF reload differs");
+    expected
 }
