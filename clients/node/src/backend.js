@@ -50,9 +50,10 @@ export function asScript({ args: [command, ...argv], keys }, { eval: withBody = 
   return { args: [withBody ? 'EVAL' : 'EVALSHA', withBody ? body : sha, String(keys.length), ...keys, ...argv], key: keys[0] };
 }
 
-/** Whether an error reply says the server has no such RL.* command (no module loaded). */
+/** Whether an error reply says the server has no such RL.* command (no module loaded);
+ * Redis 7+ quotes the name with ', Redis 6.2 with `. */
 export function isUnknownRlCommand(err) {
-  return typeof err?.message === 'string' && /^ERR unknown command '?RL\./i.test(err.message);
+  return typeof err?.message === 'string' && /^ERR unknown command ['`]?RL\./i.test(err.message);
 }
 
 export const isNoScript = (err) => typeof err?.message === 'string' && err.message.startsWith('NOSCRIPT');

@@ -331,3 +331,14 @@ describe('the pseudonym the kit computes', () => {
     assert.equal(pseudonymOf(SECRET, '192.0.2.1', {}, Date.UTC(2024, 5, 18)), day('2024-06-18'));
   });
 });
+
+describe('no module, as each server words it', () => {
+  it("reads Redis 7+'s ' and Redis 6.2's ` quoting alike", async () => {
+    const { isUnknownRlCommand } = await import('../src/backend.js');
+    const reply = (message) => Object.assign(new Error(message), { name: 'ReplyError' });
+    assert.equal(isUnknownRlCommand(reply("ERR unknown command 'RL.FIXED', with args beginning with: 'k' ")), true);
+    assert.equal(isUnknownRlCommand(reply('ERR unknown command `RL.FIXED`, with args beginning with: `k`, ')), true);
+    assert.equal(isUnknownRlCommand(reply('ERR unknown command `FOO`, with args beginning with: ')), false);
+    assert.equal(isUnknownRlCommand(reply("ERR syntax error: unknown option 'RL.X'")), false);
+  });
+});

@@ -31,7 +31,7 @@ final class RedisFailure extends RuntimeException
     /** Sorts a server error reply by whether the request or the deployment is at fault. */
     public static function fromErrorReply(string $reply): self
     {
-        if (preg_match("/^ERR unknown command '(RL\\.[A-Za-z]+)'/i", $reply, $m) === 1) {
+        if (preg_match("/^ERR unknown command ['`](RL\\.[A-Za-z]+)['`]/i", $reply, $m) === 1) {
             // Redis does not know the command: the module is not loaded there.
             $reply .= " (hint: the redis-rl module is not loaded on this server: add `loadmodule /path/to/libredis_rl.so` to redis.conf, or run MODULE LOAD /path/to/libredis_rl.so)";
         }

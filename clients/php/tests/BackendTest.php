@@ -77,6 +77,17 @@ final class BackendTest extends KitTestCase
         self::assertSame(7, $after->remaining, 'the same key, continued: the layouts are the same');
     }
 
+    public function testNoModuleIsReadInRedis7AndRedis62Quoting(): void
+    {
+        // Redis 7+ and Valkey quote the name with ', Redis 6.2 with `: both get the hint.
+        foreach (["ERR unknown command 'RL.FIXED', with args beginning with: ", 'ERR unknown command `RL.FIXED`, with args beginning with: '] as $reply) {
+            $failure = \RedisRl\RedisFailure::fromErrorReply($reply);
+            self::assertStringContainsString('the redis-rl module is not loaded', $failure->getMessage(), $reply);
+        }
+        $other = \RedisRl\RedisFailure::fromErrorReply('ERR unknown command `FOO`, with args beginning with: ');
+        self::assertStringNotContainsString('redis-rl module', $other->getMessage());
+    }
+
     public function testAFailedCallMakesAutoAskTheModuleAgain(): void
     {
         $redis = new \RedisRl\Tests\Support\ScriptedConnection([

@@ -7,6 +7,7 @@ import asyncio
 from typing import Iterator, List
 
 import pytest
+import redis
 from limits import parse
 from limits.errors import ConfigurationError
 from limits.storage import storage_from_string
@@ -24,7 +25,7 @@ from redis_rl import (
     connect,
     connect_async,
 )
-from redis_rl.backend import RECHECK_US
+from redis_rl.backend import RECHECK_US, no_module
 from test_failure import Reports
 
 
@@ -215,3 +216,11 @@ def test_a_mistake_the_scripts_judge_is_raised_as_the_modules(bare_server: Serve
         rl.check(Limit.slidelog("log", "rl:{bad}", 2_000_000, 10))
     assert not isinstance(raised.value, ModuleNotLoaded) and rl.active_backend == "scripts"
     assert reports.seen == []
+
+
+def test_unknown_command_is_read_in_both_quotings() -> None:
+    # Redis 7+ and Valkey quote the name with ', Redis 6.2 with `: both mean no module.
+    assert no_module(redis.ResponseError("unknown command 'RL.FIXED', with args beginning with: 'k' "))
+    assert no_module(redis.ResponseError("unknown command `RL.FIXED`, with args beginning with: `k`, "))
+    assert not no_module(redis.ResponseError("unknown command `FOO`, with args beginning with: "))
+    assert not no_module(redis.ResponseError("syntax error: unknown option 'RL.X'"))

@@ -84,10 +84,11 @@ impl Detected {
     }
 }
 
-/// Whether a server's error says it has no such RL.* command.
+/// Whether a server's error says it has no such RL.* command (Redis 7+ quotes the name
+/// with ', Redis 6.2 with `).
 pub(crate) fn is_unknown_rl_command(error: &redis::RedisError) -> bool {
-    let text = error.to_string();
-    text.contains("unknown command") && text.to_ascii_lowercase().contains("'rl.")
+    let text = error.to_string().to_ascii_lowercase();
+    text.contains("unknown command") && (text.contains("'rl.") || text.contains("`rl."))
 }
 
 #[cfg(test)]
@@ -131,5 +132,26 @@ mod tests {
         counter.arg("rl:{u}").arg(2).arg("60");
         let (_, script) = as_script(&counter, &["rl:{u}"]).unwrap();
         assert!(script.source.contains("return main('counter')"));
+    }
+
+    #[test]
+    fn unknown_command_is_read_in_both_quotings() {
+        // Only the text is read: the kind stands in for the server's.
+        let reply = |text: &str| {
+            redis::RedisError::from((redis::ErrorKind::Extension, "reply", text.to_string()))
+        };
+        // Redis 7+ and Valkey quote the name with ', Redis 6.2 with `.
+        assert!(is_unknown_rl_command(&reply(
+            "unknown command 'RL.FIXED', with args beginning with: 'k' "
+        )));
+        assert!(is_unknown_rl_command(&reply(
+            "unknown command `RL.FIXED`, with args beginning with: `k`, "
+        )));
+        assert!(!is_unknown_rl_command(&reply(
+            "unknown command `FOO`, with args beginning with: "
+        )));
+        assert!(!is_unknown_rl_command(&reply(
+            "ERR syntax error: unknown option 'RL.X'"
+        )));
     }
 }

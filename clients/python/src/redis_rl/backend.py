@@ -63,9 +63,14 @@ def eval_(args: Sequence[Any], keys: Sequence[str]) -> List[Any]:
 
 
 def no_module(error: Any) -> bool:
-    """Whether a reply says the server has no such RL.* command."""
+    """Whether a reply says the server has no such RL.* command (Redis 7+ quotes the
+    name with ', Redis 6.2 with `)."""
     text = str(error).lower()
-    return isinstance(error, redis.ResponseError) and text.startswith("unknown command") and "'rl." in text
+    return (
+        isinstance(error, redis.ResponseError)
+        and text.startswith("unknown command")
+        and ("'rl." in text or "`rl." in text)
+    )
 
 
 def no_script(error: Any) -> bool:
