@@ -7,8 +7,9 @@ import { createRateLimiter, nodeRedisOptions } from 'redis-rl';
 
 const client = createClient({ ...nodeRedisOptions(), url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
 client.on('error', (err) => console.error('redis:', err.message));
-// Not awaited on purpose: while Redis is away the failure policy answers, start-up doesn't hang.
-client.connect().catch(() => {});
+// Wait for the connection, but at most a second: while Redis is away the failure policy
+// answers, and start-up doesn't hang.
+await Promise.race([client.connect().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
 
 const rl = createRateLimiter({
   client,
