@@ -14,6 +14,7 @@ from limits.storage import storage_from_string
 from pyrate_limiter import Duration, Rate
 
 import redis_rl.limits_storage  # noqa: F401
+from adapters import patch_time
 from conftest import Cluster, FakeClock, rl_command
 from redis_rl import FailurePolicy, RateLimiter, connect
 from redis_rl.pyrate import RedisRLBucketFactory
@@ -25,10 +26,13 @@ def totals(cluster: Cluster) -> List[Dict[str, int]]:
     return [{k: c[k] for k in ("moved", "ask", "getkeys")} for c in server_counts(cluster)]
 
 
-def test_flask_limiter_on_the_cluster(cluster: Cluster) -> None:
+def test_flask_limiter_on_the_cluster(cluster: Cluster, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stepped clock: on the real one a minute boundary between a client's third and
+    # fourth request lets the fourth through (the sliding counter's boundary weighting).
+    patch_time(monkeypatch, clock)
     app = flask.Flask(__name__)
     app.config.update(RATELIMIT_STORAGE_URI=cluster.url.replace("redis://", "redis+rl+cluster://") + "?failure=closed",
-                      RATELIMIT_HEADERS_ENABLED=True)
+                      RATELIMIT_HEADERS_ENABLED=True, RATELIMIT_STORAGE_OPTIONS={"clock": clock})
     limiter = FlaskLimiter(lambda: flask.request.headers["X-Client"], app=app)
 
     @app.route("/")
@@ -45,9 +49,10 @@ def test_flask_limiter_on_the_cluster(cluster: Cluster) -> None:
     assert all(n["rl"] > 0 for n in counts), "the clients spread over all three nodes"
 
 
-def test_async_limits_storage_on_the_cluster(cluster: Cluster) -> None:
+def test_async_limits_storage_on_the_cluster(cluster: Cluster, clock: FakeClock) -> None:
     async def scenario() -> List[bool]:
-        storage = storage_from_string(cluster.url.replace("redis://", "async+redis+rl+cluster://") + "?failure=closed")
+        storage = storage_from_string(cluster.url.replace("redis://", "async+redis+rl+cluster://") + "?failure=closed",
+                                      clock=clock)
         strategy = AsyncMovingWindow(storage)
         item = parse("2/minute")
         out = [await strategy.hit(item, tag) for tag in TAGS for _ in range(3)]
