@@ -6,7 +6,7 @@ use std::ffi::CStr;
 
 use crate::algo::{
     concurrency::Concurrency, counter::Counter, fixed::Fixed, gcra::Gcra, slidecount::SlideCount,
-    slidelog::SlideLog, throttle::Throttle, Algorithm,
+    slidelog::SlideLog, slidewindow::SlideWindow, throttle::Throttle, Algorithm,
 };
 use crate::command::{Arg, ArgType, Command, Docs, Keys, State};
 use crate::server::stats::Stats;
@@ -174,7 +174,7 @@ const fn optional(argument: &'static str, command: Command) -> Command {
     }
 }
 
-pub static COMMANDS: [Command; 12] = [
+pub static COMMANDS: [Command; 13] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -188,6 +188,14 @@ pub static COMMANDS: [Command; 12] = [
         c"write fast",
         &SlideCount,
         c"Sliding-window counter limiter: the current and previous window's counters",
+        c"O(1)",
+        LIMITER_ARGS,
+    ),
+    limiter(
+        "rl.slidewindow",
+        c"write fast",
+        &SlideWindow,
+        c"Sliding-window limiter anchored at the first admitted call (Symfony's): its window, its count and the previous window's, in one key",
         c"O(1)",
         LIMITER_ARGS,
     ),
@@ -263,6 +271,7 @@ pub static COMMANDS: [Command; 12] = [
                             subargs: &[
                                 token(c"slidelog", c"SLIDELOG"),
                                 token(c"slidecount", c"SLIDECOUNT"),
+                                token(c"slidewindow", c"SLIDEWINDOW"),
                                 token(c"fixed", c"FIXED"),
                                 token(c"counter", c"COUNTER"),
                                 token(c"gcra", c"GCRA"),

@@ -56,6 +56,7 @@ const WORDS: &[&str] = &[
     "IMPOSE",
     "impose",
     "counter",
+    "slidewindow",
     "COUNTALL",
     "countall",
     "RENEW",
@@ -385,6 +386,26 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                         },
                     },
                     crate::algo::KeyKind::Log { .. } => Stored::Log(&log),
+                    // Within the layout (what the engine lets through), or none.
+                    crate::algo::KeyKind::Fields => {
+                        Stored::Fields(rng.gen_bool(0.7).then(|| {
+                            let values: Vec<u64> = a
+                                .fields_layout()
+                                .0
+                                .iter()
+                                .map(|&max| match rng.gen_range(0..3) {
+                                    0 => extreme(&mut rng).min(max),
+                                    1 => rng.gen_range(0..=max.min(20)),
+                                    // Around now: a window in force, ended or ahead.
+                                    _ => (now.saturating_add_signed(
+                                        rng.gen_range(-30_000_000..30_000_000),
+                                    ))
+                                    .min(max),
+                                })
+                                .collect();
+                            crate::algo::state::Fields::new(&values)
+                        }))
+                    }
                 })
                 .collect();
             let verdict = a.decide(&stored, &spec, now);
@@ -419,6 +440,14 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                         if v <= MAX_AMOUNT {
                             assert!(v + by <= MAX_AMOUNT, "{} {v} + {by}", a.name());
                         }
+                    }
+                    // A state of fields reads back: a call never writes outside its layout.
+                    if let Write::SetFields { fields, .. } = write {
+                        let parsed = crate::algo::state::Fields::parse(
+                            &fields.format(),
+                            a.fields_layout().0,
+                        );
+                        assert_eq!(parsed, Some(*fields), "{}", a.name());
                     }
                 }
             }

@@ -363,6 +363,7 @@ fn app_may_run_every_kit_command(s: &Server, line: &str) {
         format!("RL.SLIDECOUNT rl:cnt:1 5 10 NOW {NOW}"),
         format!("RL.FIXED rl:fixed:1 5 10 NOW {NOW}"),
         format!("RL.COUNTER rl:counter:1 5 10 NOW {NOW}"),
+        format!("RL.SLIDEWINDOW rl:window:1 5 10 NOW {NOW}"),
         format!("RL.GCRA rl:gcra:1 5 10 NOW {NOW}"),
         format!("RL.CONCURRENCY rl:lease:1 5 10 ACQUIRE id-1 NOW {NOW}"),
     ] {

@@ -593,6 +593,7 @@ fn counter_options_elsewhere_are_refused_and_change_nothing() {
         format!("RL.COUNTER rl:ctr 2 {WINDOW} NOW {NOW} COUNTALL"),
         format!("RL.COUNTER rl:ctr 2 {WINDOW} NOW {NOW} COUNTALL"),
         format!("RL.COUNTER rl:ctr 2 {WINDOW} NOW {NOW} COUNTALL RENEW"),
+        format!("RL.SLIDEWINDOW rl:sw 2 {WINDOW} NOW {NOW}"),
         format!("RL.CONCURRENCY rl:cc 2 {WINDOW} ACQUIRE a NOW {NOW}"),
         format!("RL.GCRA rl:g 2 {WINDOW} NOW {NOW}"),
     ] {
@@ -605,6 +606,10 @@ fn counter_options_elsewhere_are_refused_and_change_nothing() {
     let lines = [
         (format!("RL.FIXED rl:fix 5 {w} COUNTALL"), only("COUNTALL")),
         (format!("RL.SLIDECOUNT rl:cnt 5 {w} renew"), only("RENEW")),
+        (
+            format!("RL.SLIDEWINDOW rl:sw 5 {w} COUNTALL"),
+            only("COUNTALL"),
+        ),
         (
             format!("RL.SLIDELOG rl:log 5 {w} CountAll"),
             only("COUNTALL"),
@@ -1109,6 +1114,7 @@ fn the_same_mistake_gets_the_same_words_on_every_command() {
         format!("RL.THROTTLE t 1 2 3 NOW {NOW}"),
         format!("RL.CONCURRENCY l 5 10 ACQUIRE y NOW {NOW}"),
         format!("RL.COUNTER n 5 60 NOW {NOW}"),
+        format!("RL.SLIDEWINDOW w 5 60 NOW {NOW}"),
     ] {
         let args: Vec<Vec<u8>> = call.split(' ').map(|w| w.as_bytes().to_vec()).collect();
         query(&mut c, &args).unwrap_or_else(|e| panic!("{call}: {e}"));
@@ -1121,6 +1127,8 @@ fn the_same_mistake_gets_the_same_words_on_every_command() {
         "RL.GCRA k 5 60 NOW",
         "RL.COUNTER n 5 60 NOW",
         "RL.COUNTER n 5 60 PEEK NOW",
+        "RL.SLIDEWINDOW w 5 60 NOW",
+        "RL.SLIDEWINDOW w 5 60 REFUND NOW",
         "RL.ALL 1 FIXED k 5 60 NOW",
         "RL.CONCURRENCY l 5 10 ACQUIRE x NOW",
         "RL.THROTTLE t 1 2 3 4 NOW",

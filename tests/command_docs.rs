@@ -129,6 +129,7 @@ fn command_docs_describe_every_rl_command() {
             "rl.pseudonym",
             "rl.slidecount",
             "rl.slidelog",
+            "rl.slidewindow",
             "rl.throttle",
             "rl.top"
         ]
@@ -207,7 +208,7 @@ fn command_docs_describe_every_rl_command() {
             .map(|t| ("pure-token".to_string(), Some(t.to_string())))
     );
     // The other window limiters take the same arguments; RL.COUNTER two more.
-    for name in ["rl.slidelog", "rl.slidecount"] {
+    for name in ["rl.slidelog", "rl.slidecount", "rl.slidewindow"] {
         assert_eq!(args(&docs(c, name)["arguments"]), fixed, "{name}");
     }
     let counter = args(&docs(c, "rl.counter")["arguments"]);
@@ -268,6 +269,7 @@ fn command_docs_describe_every_rl_command() {
         [
             "SLIDELOG",
             "SLIDECOUNT",
+            "SLIDEWINDOW",
             "FIXED",
             "COUNTER",
             "GCRA",
@@ -365,6 +367,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("rl.counter", -4, "write", true),
         ("rl.slidecount", -4, "write", true),
         ("rl.slidelog", -4, "write", true),
+        ("rl.slidewindow", -4, "write", true),
         ("rl.gcra", -4, "write", true),
         ("rl.all", -6, "write", true),
         ("rl.concurrency", -4, "write", true),
@@ -484,7 +487,7 @@ fn redis_cli_shows_argument_hints_from_the_docs() {
     wait_for("RL.GCRA key limit window [BURST burst] [COST cost] [BLOCK duration");
     stdin.write_all(b"\x15RL.ALL ").unwrap();
     stdin.flush().unwrap();
-    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|FIXED|COUNTER|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");
+    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|SLIDEWINDOW|FIXED|COUNTER|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");
     stdin.write_all(b"\x15RL.CONCURRENCY ").unwrap();
     stdin.flush().unwrap();
     wait_for("RL.CONCURRENCY key limit ttl ACQUIRE acquire|RELEASE release|HEARTBEAT heartbeat|PEEK|RESET [NOW now]");
@@ -544,6 +547,7 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
         format!("RL.COUNTER {{u}}:n 5 10 NOW {T0}"),
         format!("RL.SLIDECOUNT {{u}}:c 5 10 NOW {T0}"),
         format!("RL.SLIDELOG {{u}}:l 5 10 NOW {T0}"),
+        format!("RL.SLIDEWINDOW {{u}}:w 5 10 NOW {T0}"),
         format!("RL.GCRA {{u}}:g 5 10 NOW {T0}"),
         format!("RL.ALL 1 GCRA {{u}}:a 5 10 NOW {T0}"),
         format!("RL.CONCURRENCY {{u}}:c 5 10 ACQUIRE a NOW {T0}"),

@@ -9,9 +9,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-const COMMANDS: [&str; 9] = [
+const COMMANDS: [&str; 10] = [
     "slidelog",
     "slidecount",
+    "slidewindow",
     "fixed",
     "counter",
     "gcra",
@@ -161,10 +162,11 @@ fn counters_move_exactly_as_calls_are_made() {
             .unwrap();
     }
 
-    // The five limiters: allowed, denied, several kinds of error.
+    // The six limiters: allowed, denied, several kinds of error.
     for (cmd, wrong_key) in [
         ("slidelog", "a-string"),
         ("slidecount", "wt"),
+        ("slidewindow", "a-zset"),
         ("fixed", "wt"),
         ("counter", "a-zset"),
         ("gcra", "a-zset"),

@@ -191,9 +191,10 @@ fn denials_and_peeks_replicate_nothing() {
     let (primary, replica) = pair(true, &["--repl-ping-replica-period", "3600"]);
     let mut p = primary.conn();
     let t = T0;
-    let cases: [(&str, &str); 5] = [
+    let cases: [(&str, &str); 6] = [
         ("RL.FIXED", "rl:{a}:fix 2 60s"),
         ("RL.COUNTER", "rl:{a}:ctr 2 60s"),
+        ("RL.SLIDEWINDOW", "rl:{a}:win 2 60s"),
         ("RL.SLIDECOUNT", "rl:{a}:cnt 2 60s"),
         ("RL.GCRA", "rl:{a}:gcra 2 60s"),
         ("RL.SLIDELOG", "rl:{a}:log 2 60s"),
@@ -234,7 +235,7 @@ fn denials_and_peeks_replicate_nothing() {
     let now = server_time_ms(&mut p);
     let mut r = replica.conn();
     let (a, b) = (snapshot(&mut p), snapshot(&mut r));
-    assert_eq!(a.len(), 5, "{a:?}");
+    assert_eq!(a.len(), 6, "{a:?}");
     assert_same_data("denials", &a, &b, now);
 }
 

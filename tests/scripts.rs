@@ -28,10 +28,11 @@ use std::collections::BTreeMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const COMMANDS: [&str; 8] = [
+const COMMANDS: [&str; 9] = [
     "fixed",
     "counter",
     "slidecount",
+    "slidewindow",
     "slidelog",
     "gcra",
     "concurrency",
@@ -520,7 +521,7 @@ fn random_call(
     let block = !id.block.is_empty();
     let mut opts: Vec<Vec<String>> = vec![];
     match command {
-        "fixed" | "slidecount" => {
+        "fixed" | "slidecount" | "slidewindow" => {
             args.push(amount(rng, 12).to_string());
             args.push(id.window.into());
             if rng.gen_bool(0.6) {
@@ -592,7 +593,14 @@ fn random_call(
     )
 }
 
-const ALL_ALGOS: [&str; 5] = ["fixed", "slidecount", "slidelog", "gcra", "concurrency"];
+const ALL_ALGOS: [&str; 6] = [
+    "fixed",
+    "slidecount",
+    "slidewindow",
+    "slidelog",
+    "gcra",
+    "concurrency",
+];
 
 /// A random RL.ALL over a random mix of limits on one identity (each algorithm on a key
 /// of its own: `{uN}:X<algo>`).
@@ -970,6 +978,7 @@ fn check_block_counts(command: &str, o: &Outcome) {
 block_differential_tests! {
     fixed_block_matches_the_module, fixed_block_mixed_fleet: "fixed";
     slidecount_block_matches_the_module, slidecount_block_mixed_fleet: "slidecount";
+    slidewindow_block_matches_the_module, slidewindow_block_mixed_fleet: "slidewindow";
     slidelog_block_matches_the_module, slidelog_block_mixed_fleet: "slidelog";
     gcra_block_matches_the_module, gcra_block_mixed_fleet: "gcra";
     all_block_matches_the_module, all_block_mixed_fleet: "all";
@@ -978,6 +987,7 @@ block_differential_tests! {
 differential_tests! {
     fixed_matches_the_module, fixed_mixed_fleet: "fixed";
     slidecount_matches_the_module, slidecount_mixed_fleet: "slidecount";
+    slidewindow_matches_the_module, slidewindow_mixed_fleet: "slidewindow";
     slidelog_matches_the_module, slidelog_mixed_fleet: "slidelog";
     gcra_matches_the_module, gcra_mixed_fleet: "gcra";
     concurrency_matches_the_module, concurrency_mixed_fleet: "concurrency";
@@ -1313,7 +1323,7 @@ fn foreign_values_get_the_same_answers() {
     let shas = load_scripts(&mut c);
     let now = T0 + 1_234_567;
     // Sorted sets: the layout's ceiling is 2^53 - 1 (a live entry below the newest).
-    let values: [(&str, &[&str]); 15] = [
+    let values: [(&str, &[&str]); 24] = [
         ("list", &["RPUSH", "1"]),
         ("hash", &["HSET", "f", "1"]),
         ("zset", &["ZADD", "5", "m"]),
@@ -1332,12 +1342,29 @@ fn foreign_values_get_the_same_answers() {
         ("top", &["SET", "9223372036854775806"]),
         ("over", &["SET", "9223372036854775808"]),
         ("past-2^53", &["SET", "9007199254740993"]),
+        // SLIDEWINDOW's `<end>:<count>:<previous>`, at and past each field's ceiling.
+        ("window", &["SET", "1764480002000000:3:4"]),
+        ("window-padded", &["SET", "01764480002000000:03:0"]),
+        ("window-21-digits", &["SET", "000001764480002000000:3:4"]),
+        (
+            "window-top",
+            &["SET", "9322559254740991:1000000000000000:1000000000000000"],
+        ),
+        ("window-end-over", &["SET", "9322559254740992:1:0"]),
+        (
+            "window-count-over",
+            &["SET", "1764480002000000:1000000000000001:0"],
+        ),
+        ("window-two", &["SET", "1764480002000000:3"]),
+        ("window-four", &["SET", "1764480002000000:3:4:5"]),
+        ("window-empty", &["SET", "1764480002000000::4"]),
     ];
     let mut lines = 0;
     for (name, how) in values {
         for cmd in [
             "fixed",
             "slidecount",
+            "slidewindow",
             "slidelog",
             "gcra",
             "concurrency",
@@ -1354,7 +1381,9 @@ fn foreign_values_get_the_same_answers() {
                 "concurrency" => vec!["5".into(), window.into(), "ACQUIRE".into(), "a".into()],
                 "throttle" => vec!["3".into(), "10".into(), window.into(), "1".into()],
                 // Within a log's largest limit, so that the call reads the set.
-                "slidelog" => vec!["5".into(), window.into(), "COST".into(), "3".into()],
+                "slidelog" | "slidewindow" => {
+                    vec!["5".into(), window.into(), "COST".into(), "3".into()]
+                }
                 _ => vec![
                     "9223372036854775".into(),
                     window.into(),
@@ -1392,7 +1421,7 @@ fn foreign_values_get_the_same_answers() {
             }
         }
     }
-    assert_eq!(lines, values.len() * 21);
+    assert_eq!(lines, values.len() * 25);
 }
 
 /// The arguments of every command, wrong in every way the parsers know: the same

@@ -11,12 +11,13 @@ pub mod fixed;
 pub mod gcra;
 pub mod slidecount;
 pub mod slidelog;
+pub mod slidewindow;
 pub mod state;
 pub mod throttle;
 
 use crate::error::Result;
 use crate::limit::{Request, Spec};
-use state::{Held, Stored};
+use state::{Fields, Held, Stored};
 
 /// What every limiter command replies, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +86,9 @@ pub enum KeyKind {
     /// A sorted set of timestamps; members scored at or below `expired_up_to` are
     /// out of it (the log's window start, or the leases' now).
     Log { expired_up_to: u64 },
+    /// A string of several integers, as the algorithm's `fields_layout` says: read as
+    /// `Stored::Fields`.
+    Fields,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +123,12 @@ pub enum Write {
     DecrBy { key: usize, by: u64 },
     /// SET to an integer, expiring `ttl_ms` from the server's now.
     SetExpiring { key: usize, value: u64, ttl_ms: u64 },
+    /// SET to `<a>:<b>:…`, expiring `ttl_ms` from the server's now.
+    SetFields {
+        key: usize,
+        fields: Fields,
+        ttl_ms: u64,
+    },
     /// Remove log entries at or below `cutoff`.
     Trim { key: usize, cutoff: u64 },
     /// Add `count` log entries at `at`.
@@ -150,6 +160,7 @@ impl Write {
             Write::IncrBy { key, .. }
             | Write::DecrBy { key, .. }
             | Write::SetExpiring { key, .. }
+            | Write::SetFields { key, .. }
             | Write::Trim { key, .. }
             | Write::Add { key, .. }
             | Write::Expire { key, .. }
@@ -247,6 +258,12 @@ pub trait Algorithm: Sync {
             crate::limit::MAX_AMOUNT,
             "a window counter (an integer up to 1000000000000000)",
         )
+    }
+
+    /// Its `Fields` keys' largest value per field (and so how many fields they hold),
+    /// and what they hold, for the error on any other value.
+    fn fields_layout(&self) -> (&'static [u64], &'static str) {
+        (&[], "no fields")
     }
 
     /// What its `Log` keys hold, for the error on a score beyond NOW's ceiling (or

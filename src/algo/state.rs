@@ -19,6 +19,8 @@ pub enum Stored<'a> {
         expires_ms: Option<u64>,
     },
     Log(&'a dyn Log),
+    /// A string of several integers (`KeyKind::Fields`), `None` for no key.
+    Fields(Option<Fields>),
 }
 
 impl Stored<'_> {
@@ -26,8 +28,66 @@ impl Stored<'_> {
         match self {
             Stored::Integer(n) => *n,
             Stored::Expiring { value, .. } => *value,
-            Stored::Log(_) => None,
+            Stored::Log(_) | Stored::Fields(_) => None,
         }
+    }
+}
+
+/// The most integers one `Fields` key holds.
+pub const MAX_FIELDS: usize = 3;
+
+/// A limiter state of several integers in one string key, `<a>:<b>:<c>`: read and
+/// written at once, so a call never sees half of an update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fields {
+    values: [u64; MAX_FIELDS],
+    len: usize,
+}
+
+impl Fields {
+    /// The first `MAX_FIELDS` of `values`.
+    pub fn new(values: &[u64]) -> Fields {
+        let mut out = Fields {
+            values: [0; MAX_FIELDS],
+            len: 0,
+        };
+        for (slot, &v) in out.values.iter_mut().zip(values) {
+            *slot = v;
+            out.len += 1;
+        }
+        out
+    }
+
+    pub fn as_slice(&self) -> &[u64] {
+        self.values.get(..self.len).unwrap_or(&[])
+    }
+
+    /// `None` unless `text` is exactly one decimal per entry of `maxima`, each at most
+    /// its maximum: anything else is another writer's value.
+    pub fn parse(text: &[u8], maxima: &[u64]) -> Option<Fields> {
+        let mut values = [0; MAX_FIELDS];
+        let mut parts = text.split(|&b| b == b':');
+        if maxima.len() > MAX_FIELDS {
+            return None;
+        }
+        for (out, &max) in values.iter_mut().zip(maxima) {
+            *out = crate::args::parse_u64(parts.next()?).filter(|&v| v <= max)?;
+        }
+        parts.next().is_none().then_some(Fields {
+            values,
+            len: maxima.len(),
+        })
+    }
+
+    pub fn format(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len * 21);
+        for (i, &v) in self.as_slice().iter().enumerate() {
+            if i > 0 {
+                out.push(b':');
+            }
+            out.extend_from_slice(decimal(v, &mut [0; 20]));
+        }
+        out
     }
 }
 
@@ -88,5 +148,37 @@ impl Held {
     /// Whether the block still holds at `now`.
     pub fn holds(self, now: u64) -> bool {
         self.end > now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_back_what_they_write_and_nothing_else() {
+        let max = [100, 5, 5];
+        let f = Fields::new(&[100, 0, 5]);
+        assert_eq!(f.format(), b"100:0:5");
+        assert_eq!(Fields::parse(b"100:0:5", &max), Some(f));
+        for bad in [
+            &b"101:0:5"[..],
+            b"100:0:6",
+            b"100:0",
+            b"100:0:5:1",
+            b"100:0:",
+            b":0:5",
+            b"1e2:0:5",
+            b"-1:0:5",
+            b" 1:0:5",
+            b"",
+        ] {
+            assert_eq!(
+                Fields::parse(bad, &max),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

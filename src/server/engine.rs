@@ -12,7 +12,7 @@ use super::key::{bytes, lossy, Key, OwnedString, RString};
 use super::log::LogState;
 use super::slot::{self, Name, Slot};
 use crate::algo::block;
-use crate::algo::state::{Held, Stored};
+use crate::algo::state::{Fields, Held, Stored};
 use crate::algo::{
     ceil_ms, Algorithm, Decision, Ints, KeyKind, KeyName, KeyUse, Verdict, Write, Writes, NO_WRITES,
 };
@@ -105,6 +105,7 @@ impl Loaded<'_> {
         for (out, slot) in buf.iter_mut().zip(self.slots.iter().flatten()) {
             *out = match (slot.log.as_ref(), slot.key_use.kind) {
                 (Some(_), _) => Stored::Log(slot),
+                (None, KeyKind::Fields) => Stored::Fields(slot.fields),
                 (None, KeyKind::ExpiringInteger) => Stored::Expiring {
                     value: slot.value,
                     expires_ms: slot.expires_ms,
@@ -256,6 +257,7 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
         let mut expires_ms = None;
+        let mut fields = None;
         let (value, log) = match key_use.kind {
             KeyKind::Integer | KeyKind::ExpiringInteger => {
                 let value = key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?;
@@ -269,6 +271,16 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
                     expires_ms = key.expires_at_ms();
                 }
                 (value, None)
+            }
+            KeyKind::Fields => {
+                // Another writer's value (another layout, another unit) is refused
+                // rather than decided on.
+                let (maxima, holds) = a.fields_layout();
+                fields = key.read_parsed(call.ctx, name.ptr(), mode == Mode::Peek, |text| {
+                    Fields::parse(text, maxima)
+                        .ok_or_else(|| Error::OutOfLayout(lossy(name.ptr()), holds))
+                })?;
+                (None, None)
             }
             KeyKind::Log { expired_up_to } => (
                 None,
@@ -284,6 +296,7 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
         };
         let mut opened = Slot::new(name, key, key_use, value, log);
         opened.expires_ms = expires_ms;
+        opened.fields = fields;
         *slot = Some(opened);
     }
     check_migration(call, loaded)

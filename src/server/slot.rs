@@ -13,7 +13,7 @@ use super::effects::{
 };
 use super::key::{bytes, lossy, Ctx, Key, Kind, OwnedString, RString};
 use super::log::{Expired, LogState, TRIM_BATCH};
-use crate::algo::state::Log;
+use crate::algo::state::{Fields, Log};
 use crate::algo::{KeyUse, Write};
 use crate::error::{Error, Result};
 use crate::layout::{decimal, log_member};
@@ -45,6 +45,8 @@ pub struct Slot {
     pub expires_ms: Option<u64>,
     /// The entries a sorted set holds (`Log` keys).
     pub log: Option<LogState>,
+    /// The integers a `Fields` key holds.
+    pub fields: Option<Fields>,
     /// WATCH and client-side caching were told this key changed.
     signalled: bool,
 }
@@ -64,6 +66,7 @@ impl Slot {
             value,
             expires_ms: None,
             log,
+            fields: None,
             signalled: false,
         }
     }
@@ -186,6 +189,10 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             slot.announce(ctx, Event::String, c"set");
             slot.announce(ctx, Event::Generic, c"expire");
         }
+        Write::SetFields { fields, ttl_ms, .. } => {
+            set_text(call, slot, &fields.format(), ttl_ms)?;
+            slot.fields = Some(fields);
+        }
         Write::Expire { ttl_ms, .. } => {
             if slot.key.kind() != Kind::Empty {
                 // The script's PEXPIRE <window>, as the absolute instant replicas share.
@@ -204,6 +211,7 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             }
             slot.value = None;
             slot.expires_ms = None;
+            slot.fields = None;
             if let Some(log) = &mut slot.log {
                 log.cleared();
             }
@@ -219,16 +227,24 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             ttl_ms,
             ..
         } => {
-            let at = expiry(call, ttl_ms);
-            let text = OwnedString::new(ctx, &held.format(counted))?;
-            slot.key.write_string(bytes(text.ptr))?;
-            slot.key.expire_at(at)?;
+            set_text(call, slot, &held.format(counted), ttl_ms)?;
             slot.value = Some(held.end);
-            replicate_set_pxat(ctx, name, text.ptr, at)?;
-            slot.announce(ctx, Event::String, c"set");
-            slot.announce(ctx, Event::Generic, c"expire");
         }
     }
+    Ok(())
+}
+
+/// SET of a string state expiring `ttl_ms` from the server's now, replicated as
+/// SET … PXAT and announced as the script's SET … PX.
+fn set_text(call: &Call, slot: &mut Slot, text: &[u8], ttl_ms: u64) -> Result<()> {
+    let (ctx, name) = (call.ctx, slot.name.ptr());
+    let at = expiry(call, ttl_ms);
+    let text = OwnedString::new(ctx, text)?;
+    slot.key.write_string(bytes(text.ptr))?;
+    slot.key.expire_at(at)?;
+    replicate_set_pxat(ctx, name, text.ptr, at)?;
+    slot.announce(ctx, Event::String, c"set");
+    slot.announce(ctx, Event::Generic, c"expire");
     Ok(())
 }
 

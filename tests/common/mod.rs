@@ -376,6 +376,44 @@ pub fn wait_link(primary: &Server, replica: &Server) {
     }
 }
 
+/// A primary with an AOF and a replica without the module, linked.
+pub fn primary_with_aof_and_replica() -> (Server, Server) {
+    let primary = Server::start_with(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--appendonly",
+        "yes",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let port = primary.port.to_string();
+    let replica = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
+    wait_link(&primary, &replica);
+    (primary, replica)
+}
+
+/// Once the replica has every write: each key has a TTL, and the replica and an AOF
+/// reload hold the primary's keys, values and expiry instants. Returns that snapshot.
+pub fn same_on_the_replica_and_after_loadaof(
+    p: &mut redis::Connection,
+    replica: &Server,
+) -> Vec<(Vec<u8>, Option<Vec<u8>>, i64)> {
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(p).unwrap();
+    let expected = snapshot(p);
+    assert!(
+        expected.iter().all(|(_, _, at)| *at > 0),
+        "a key without a TTL: {expected:?}"
+    );
+    assert_eq!(
+        snapshot(&mut replica.conn()),
+        expected,
+        "the replica differs"
+    );
+    let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(p).unwrap();
+    assert_eq!(snapshot(p), expected, "the AOF reload differs");
+    expected
+}
+
 /// `CONFIG SET rl.secret-file <value>`.
 pub fn set_secret_file(c: &mut Connection, value: &str) -> redis::RedisResult<()> {
     redis::cmd("CONFIG")

@@ -9,6 +9,8 @@ enum Algorithm: string
 {
     case SlideLog = 'SLIDELOG';
     case SlideCount = 'SLIDECOUNT';
+    /** A sliding window anchored at the first admitted call (Symfony's sliding_window). */
+    case SlideWindow = 'SLIDEWINDOW';
     case Fixed = 'FIXED';
     /** A fixed window from the first hit: one counter at the key, its TTL the window. */
     case Counter = 'COUNTER';

@@ -72,6 +72,15 @@ final readonly class Limit
         return new self($name, Algorithm::SlideCount, $key, $limit, self::windowMs($window));
     }
 
+    /**
+     * Sliding window anchored at the first admitted call (RL.SLIDEWINDOW, Symfony's
+     * sliding_window): its end, its count and the previous window's, one string at $key.
+     */
+    public static function slideWindow(string $name, string $key, int $limit, int|string $window): self
+    {
+        return new self($name, Algorithm::SlideWindow, $key, $limit, self::windowMs($window));
+    }
+
     /** Fixed window counter `<key>:<start>`; cluster keys need a {hash tag}. */
     public static function fixed(string $name, string $key, int $limit, int|string $window): self
     {

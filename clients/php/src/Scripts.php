@@ -15,7 +15,8 @@ use RedisRl\Connection\Connection;
 final class Scripts
 {
     private const FILES = [
-        'RL.FIXED' => 'fixed', 'RL.COUNTER' => 'counter', 'RL.SLIDECOUNT' => 'slidecount', 'RL.SLIDELOG' => 'slidelog',
+        'RL.FIXED' => 'fixed', 'RL.COUNTER' => 'counter', 'RL.SLIDECOUNT' => 'slidecount',
+        'RL.SLIDEWINDOW' => 'slidewindow', 'RL.SLIDELOG' => 'slidelog',
         'RL.GCRA' => 'gcra', 'RL.CONCURRENCY' => 'concurrency', 'RL.THROTTLE' => 'throttle',
         'RL.ALL' => 'all',
     ];

@@ -22,6 +22,7 @@ final class CommandsTest extends KitTestCase
         return [
             'SLIDELOG' => [Limit::slideLog('log', self::key('log'), 3, 10)],
             'SLIDECOUNT' => [Limit::slideCount('cnt', self::key('cnt'), 3, '10s')],
+            'SLIDEWINDOW' => [Limit::slideWindow('window', self::key('window'), 3, '10s')],
             'FIXED' => [Limit::fixed('fixed', self::key('fixed'), 3, '10000ms')],
             'COUNTER' => [Limit::counter('counter', self::key('counter'), 3, 10)],
             'GCRA' => [Limit::gcra('gcra', self::key('gcra'), 3, 10, burst: 3)],

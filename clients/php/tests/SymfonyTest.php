@@ -210,6 +210,25 @@ final class SymfonyTest extends KitTestCase
         (new RateLimiterFactory(['id' => 's', 'policy' => 'sliding_window', 'limit' => 2, 'interval' => '1 minute'], $limiter))->create('u2')->reserve();
     }
 
+    public function testTheSlidingWindowIsSymfonysAnchoredAtTheFirstConsume(): void
+    {
+        $limiter = $this->limiter(clock: new Clock());
+        $window = (new RateLimiterFactory(['id' => 'sw', 'policy' => 'sliding_window', 'limit' => 10, 'interval' => '12 seconds'], $limiter))->create('u7');
+        $at = static fn ($r) => [$r->isAccepted(), $r->getRemainingTokens(), (int) $r->getRetryAfter()->format('Uu')];
+
+        // Symfony's retryAfter is its window's end, admitted or not; a window from now before any.
+        self::assertSame([true, 10, self::T0 + 12_000_000], $at($window->consume(0)));
+        self::assertSame([true, 2, self::T0 + 12_000_000], $at($window->consume(8)));
+        Clock::set(self::T0 + 15_000_000);
+        self::assertSame([true, 3, self::T0 + 24_000_000], $at($window->consume()));
+        self::assertSame([false, 3, self::T0 + 24_000_000], $at($window->consume(5)));
+        self::assertSame((self::T0 + 24_000_000) . ':1:8', Servers::client(Servers::get()->standalone())->get('rl:{u7}:sw'));
+        Clock::set(self::T0 + 28_000_000);
+        self::assertSame([true, 0, self::T0 + 36_000_000], $at($window->consume(10)));
+        $window->reset();
+        self::assertSame([true, 10, self::T0 + 40_000_000], $at($window->consume(0)));
+    }
+
     public function testAFixedWindowReservationIsDueAtTheWindowsEndAndSpendsNothingAsInSymfony(): void
     {
         // Reservation::getWaitDuration() reads ClockMock's microtime(), which Clock steps.

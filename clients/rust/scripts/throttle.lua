@@ -403,6 +403,29 @@ local function read_counter_of(l, st, i)
   end
 end
 
+-- A string of several integers `<a>:<b>:…` (SLIDEWINDOW's state), one per entry of
+-- `layout[1]` and each at most it; anything else is another writer's value.
+local function read_fields(name, layout)
+  local v = redis.pcall('GET', name)
+  if type(v) == 'table' and v.err then fail(WRONGTYPE) end
+  if not v then return nil end
+  local function bad() fail("ERR limiter key '" .. name .. "' does not hold " .. layout[2]) end
+  local values, pos, maxima = {}, 1, layout[1]
+  for i, m in ipairs(maxima) do
+    local from, to = string.find(v, '^[0-9]+', pos)
+    if not from or to - from + 1 > 20 then bad() end
+    local digits = (string.gsub(string.sub(v, from, to), '^0+(.)', '%1'))
+    if not within(digits, m) then bad() end
+    values[i] = fromdigits(digits)
+    pos = to + 1
+    if i < #maxima then
+      if string.sub(v, pos, pos) ~= ':' then bad() end
+      pos = pos + 1
+    elseif pos <= #v then bad() end
+  end
+  return values
+end
+
 -- A score as a whole microsecond, rounded up (scores written by others may be fractional).
 local function stamp(s) return math.ceil(tonumber(s)) end
 
@@ -624,6 +647,71 @@ function A.SLIDECOUNT.decide(st, spec, now)
   return d, counter_writes(d, spec)
 end
 A.SLIDECOUNT.refund = counter_refund
+
+-- SLIDEWINDOW (src/algo/slidewindow.rs): Symfony's sliding window, anchored at the
+-- first admitted call: `<end-µs>:<count>:<previous>` at the key itself.
+A.SLIDEWINDOW = { fields = { { MAX_END_US, '1000000000000000', '1000000000000000' },
+  'a sliding window (<end in unix microseconds up to 2265>:<count>:<previous count>, counts up to 1000000000000000)' } }
+function A.SLIDEWINDOW.keys(spec, base)
+  return { { name = base, kind = 'fields', written = true } }
+end
+-- The window in force at `now`: the stored one up to its end included, the next one
+-- (the stored count its previous) during the window after it, else a fresh one.
+local function window_roll(s, w, now)
+  if s and cmp(now, s[1]) <= 0 then return s end
+  if s and cmp(now, add(s[1], w)) < 0 then return { add(s[1], w), 0, s[2] } end
+  return { add(now, w), 0, 0 }
+end
+local function window_estimate(s, w, now)
+  local covered = min(subsat(s[1], now), w)
+  return add(s[2], (div(mul(s[3], covered), w)))
+end
+local function window_wait(s, w, now, target)
+  local ends, count, prev = s[1], s[2], s[3]
+  if cmp(count, target) <= 0 then
+    if cmp(prev, 0) == 0 then return 0 end
+    local x = min(covered_at_most(prev, sub(target, count), w), w)
+    return subsat(subsat(ends, x), now)
+  end
+  local x = min(covered_at_most(count, target, w), w)
+  return subsat(sub(add(ends, w), x), now)
+end
+local function window_forgotten(s, w, now) return ceil_ms(subsat(add(s[1], w), now)) end
+local function window_set(s, w, now)
+  return { op = 'set', key = 1, value = str(s[1]) .. ':' .. str(s[2]) .. ':' .. str(s[3]),
+    ttl = window_forgotten(s, w, now) }
+end
+function A.SLIDEWINDOW.own_reset(st, spec, now)
+  local s = st[1]
+  if s and cmp(now, add(s[1], spec.w)) < 0 then
+    return window_forgotten(window_roll(s, spec.w, now), spec.w, now)
+  end
+  return 0
+end
+function A.SLIDEWINDOW.decide(st, spec, now)
+  local w, limit, cost = spec.w, spec.limit, spec.cost
+  local s = window_roll(st[1], w, now)
+  local est = window_estimate(s, w, now)
+  local allowed = cmp(add(est, cost), limit) <= 0
+  local used_after = allowed and add(est, cost) or est
+  local retry
+  if allowed then retry = 0
+  elseif cost > limit then retry = -1
+  else retry = retry_ms(window_wait(s, w, now, limit - cost)) end
+  if not allowed then
+    return decision(false, remaining(limit, used_after), retry, A.SLIDEWINDOW.own_reset(st, spec, now)), {}
+  end
+  local after = { s[1], add(s[2], cost), s[3] }
+  return decision(true, remaining(limit, used_after), 0, window_forgotten(after, w, now)),
+    { window_set(after, w, now) }
+end
+-- Up to `cost` of the window in force's own count (the previous window's is past refunding).
+function A.SLIDEWINDOW.refund(st, spec, now)
+  local s = window_roll(st[1], spec.w, now)
+  local by = min(s[2], spec.cost)
+  if cmp(by, 0) == 0 then return {} end
+  return { window_set({ s[1], sub(s[2], by), s[3] }, spec.w, now) }
+end
 
 -- SLIDELOG: one sorted-set entry per admitted unit, `<now>:<8 hex>` scored `<now>`.
 A.SLIDELOG = { log_layout = 'a sliding log (entries scored in unix microseconds up to 2255)' }
@@ -1110,7 +1198,8 @@ local function parse_throttle(command, args, from)
   return spec, now, quantity == 0 and 'PEEK' or 'SPEND'
 end
 
-local ALL_NAMES = { FIXED = 1, SLIDECOUNT = 1, SLIDELOG = 1, GCRA = 1, CONCURRENCY = 1, COUNTER = 1 }
+local ALL_NAMES = { FIXED = 1, SLIDECOUNT = 1, SLIDELOG = 1, GCRA = 1, CONCURRENCY = 1, COUNTER = 1,
+  SLIDEWINDOW = 1 }
 
 local function parse_all(args)
   local count = parse_u64(args[1])
@@ -1253,6 +1342,7 @@ local function load(l, now, mode)
       if st[i] and not within(str(st[i]), layout[1]) then
         fail("ERR limiter key '" .. u.name .. "' does not hold " .. layout[2])
       end
+    elseif u.kind == 'fields' then st[i] = read_fields(u.name, l.algo.fields)
     else st[i] = read_log(u.name, u.cutoff, l.member, l.algo.log_layout) end
   end
   l.st = st
@@ -1261,6 +1351,7 @@ end
 local function reload(l)
   for i, u in ipairs(l.uses) do
     if u.kind == 'int' then read_counter_of(l, l.st, i)
+    elseif u.kind == 'fields' then l.st[i] = read_fields(u.name, l.algo.fields)
     else l.st[i] = read_log(u.name, u.cutoff, l.member, l.algo.log_layout) end
   end
 end
@@ -1298,7 +1389,9 @@ local function apply(l, w)
     -- SET … PX 0 is refused: a TTL under 1 ms (RL.THROTTLE truncates) lives 1 ms.
     local ttl = w.ttl
     if cmp(ttl, 0) == 0 then ttl = 1 end
-    redis.call('SET', name, str(w.value), 'PX', str(ttl))
+    -- A value is an integer, or already text (a state of several fields).
+    local value = type(w.value) == 'string' and w.value or str(w.value)
+    redis.call('SET', name, value, 'PX', str(ttl))
   elseif op == 'trim' then
     local log = l.st[w.key]
     local expired = log.expired
@@ -1478,6 +1571,7 @@ end
 local COMMAND = {
   fixed = 'FIXED', slidecount = 'SLIDECOUNT', slidelog = 'SLIDELOG', gcra = 'GCRA',
   concurrency = 'CONCURRENCY', throttle = 'THROTTLE', counter = 'COUNTER',
+  slidewindow = 'SLIDEWINDOW',
 }
 
 -- KEYS are the command's keys, or none at all (a standalone caller may leave them out;

@@ -18,7 +18,7 @@ use Symfony\Component\RateLimiter\Reservation;
 
 /**
  * A Symfony limiter whose every decision is one module command: the limit's own
- * (RL.COUNTER, RL.SLIDECOUNT, RL.GCRA, RL.SLIDELOG, RL.FIXED), or one RL.ALL for several
+ * (RL.COUNTER, RL.SLIDEWINDOW, RL.SLIDECOUNT, RL.GCRA, RL.SLIDELOG, RL.FIXED), or one RL.ALL for several
  * limits, which spends on all of them or on none.
  */
 final class ModuleLimiter implements LimiterInterface
@@ -159,6 +159,14 @@ final class ModuleLimiter implements LimiterInterface
         $retryAt = $now + $retryMs * 1000;
         if ($this->wholeSeconds()) {
             $retryAt -= $retryAt % 1_000_000;
+        }
+        if ($decision->failure === null && $this->limits[0]->algorithm === Algorithm::SlideWindow && count($this->limits) === 1) {
+            // Symfony's sliding window answers with its window's end, admitted or not. The
+            // server's reset is until the end of the window after it (when what the window
+            // counted stops counting); 0 when no window is in force, which Symfony would
+            // start now.
+            $windowMs = $this->limits[0]->windowMs;
+            $retryAt = $now + ($decision->resetAfterMs > 0 ? $decision->resetAfterMs - $windowMs : $windowMs) * 1000;
         }
 
         return new RateLimit($remaining, self::instant($retryAt), $accepted, $size);

@@ -19,7 +19,7 @@ use Symfony\Component\RateLimiter\Util\TimeUtil;
  *
  * | policy           | command        |
  * |------------------|----------------|
- * | `sliding_window` | RL.SLIDECOUNT  |
+ * | `sliding_window` | RL.SLIDEWINDOW: Symfony's window, from the first consume |
  * | `fixed_window`   | RL.COUNTER: Symfony's window, from the first consume |
  * | `token_bucket`   | RL.GCRA: `rate.amount` per `rate.interval`, a burst of `limit` |
  * | `sliding_log`    | RL.SLIDELOG (exact; not a Symfony policy) |
@@ -100,7 +100,7 @@ final class RateLimiterFactory
         $interval = $c['interval'] ?? throw new \LogicException("the limiter \"{$c['id']}\" needs an interval");
 
         return match ($c['policy']) {
-            'sliding_window' => Limit::slideCount($c['id'], $redisKey, $limit, $interval),
+            'sliding_window' => Limit::slideWindow($c['id'], $redisKey, $limit, $interval),
             'fixed_window' => Limit::counter($c['id'], $redisKey, $limit, $interval),
             'sliding_log' => Limit::slideLog($c['id'], $redisKey, $limit, $interval),
         };

@@ -19,9 +19,8 @@ use Symfony\Bridge\PhpUnit\ClockMock;
  *   and its whole-second waits Symfony's. (A window a later consume opens, after the
  *   test stepped the mocked clock, ends early by that step: the server clock did not
  *   move. No assertion of these tests depends on one.)
- * - for the others, at one fixed instant: the sliding window (RL.SLIDECOUNT) is aligned
- *   to the clock, so which tests pass must not depend on when the suite runs. The
- *   instant is deliberately not on a window boundary (9.8 s past a minute).
+ * - for the others, at one fixed instant, so that which tests pass never depends on when
+ *   the suite runs. The instant is deliberately not on a minute boundary (9.8 s past).
  */
 final class FixedStart implements TestListener
 {
