@@ -6,7 +6,7 @@ use std::ffi::CStr;
 
 use crate::algo::{
     concurrency::Concurrency, counter::Counter, fixed::Fixed, gcra::Gcra, slidecount::SlideCount,
-    slidelog::SlideLog, throttle::Throttle, Algorithm,
+    slidelog::SlideLog, throttle::Throttle, tokenbucket::TokenBucket, Algorithm,
 };
 use crate::command::{Arg, ArgType, Command, Docs, Keys, State};
 use crate::server::stats::Stats;
@@ -100,6 +100,17 @@ const GCRA_ARGS: &[Arg] = &[
     MODE,
 ];
 
+const TOKENBUCKET_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"capacity", ArgType::Integer),
+    arg(c"interval", ArgType::String),
+    option(c"refill", c"REFILL", ArgType::Integer),
+    option(c"cost", c"COST", ArgType::Integer),
+    BLOCK,
+    option(c"now", c"NOW", ArgType::UnixTime),
+    MODE,
+];
+
 /// A keyword with a value, as one choice of a `oneof`: `ACQUIRE <id>`.
 const fn keyed(name: &'static CStr, token: &'static CStr) -> Arg {
     Arg {
@@ -174,7 +185,7 @@ const fn optional(argument: &'static str, command: Command) -> Command {
     }
 }
 
-pub static COMMANDS: [Command; 12] = [
+pub static COMMANDS: [Command; 13] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -214,6 +225,14 @@ pub static COMMANDS: [Command; 12] = [
         c"GCRA limiter: smooth spacing with a burst allowance, one theoretical arrival time",
         c"O(1)",
         GCRA_ARGS,
+    ),
+    limiter(
+        "rl.tokenbucket",
+        c"write fast",
+        &TokenBucket,
+        c"Token bucket refilled in steps: REFILL tokens at each whole interval, up to the capacity, as Symfony's token_bucket",
+        c"O(1)",
+        TOKENBUCKET_ARGS,
     ),
     limiter(
         "rl.concurrency",
@@ -266,6 +285,7 @@ pub static COMMANDS: [Command; 12] = [
                                 token(c"fixed", c"FIXED"),
                                 token(c"counter", c"COUNTER"),
                                 token(c"gcra", c"GCRA"),
+                                token(c"tokenbucket", c"TOKENBUCKET"),
                                 token(c"concurrency", c"CONCURRENCY"),
                             ],
                             ..arg(c"algorithm", ArgType::OneOf)
@@ -274,6 +294,7 @@ pub static COMMANDS: [Command; 12] = [
                         arg(c"limit", ArgType::Integer),
                         arg(c"window", ArgType::String),
                         option(c"burst", c"BURST", ArgType::Integer),
+                        option(c"refill", c"REFILL", ArgType::Integer),
                         option(c"cost", c"COST", ArgType::Integer),
                         BLOCK,
                     ],

@@ -47,6 +47,9 @@ const WORDS: &[&str] = &[
     "now",
     "peek",
     "Burst",
+    "REFILL",
+    "refill",
+    "tokenbucket",
     "BLOCK",
     "block",
     "EXTEND",
@@ -158,10 +161,15 @@ fn parsing_never_panics() {
         let n = rng.gen_range(0..9);
         let args: Vec<Vec<u8>> = (0..n).map(|_| token(&mut rng)).collect();
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let counts = rng.gen();
-        if let Ok(a) = parse_limiter("rl.fuzz", &refs, rng.gen(), counts) {
+        let accepts = crate::args::Accepts {
+            burst: rng.gen(),
+            refill: rng.gen(),
+            counts: rng.gen(),
+        };
+        if let Ok(a) = parse_limiter("rl.fuzz", &refs, accepts) {
             let spec = a.spec;
-            assert!(counts || !(spec.count_all || spec.renew));
+            assert!(accepts.counts || !(spec.count_all || spec.renew));
+            assert!(accepts.refill || spec.refill.is_none());
             assert!(
                 (1..=MAX_AMOUNT).contains(&spec.limit) && (1..=MAX_AMOUNT).contains(&spec.cost)
             );
@@ -354,6 +362,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 window: any_window(&mut rng),
                 cost: if rng.gen() { 1 } else { amount(&mut rng) },
                 burst: ((a.accepts_burst() || throttle) && rng.gen()).then(|| amount(&mut rng)),
+                refill: (a.accepts_refill() && rng.gen()).then(|| amount(&mut rng)),
                 renew_only: rng.gen_bool(0.2),
                 block: None,
                 count_all: a.takes_counter_options() && rng.gen(),
@@ -366,27 +375,35 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
             let keys = a.keys(&spec, now);
             let entries: Vec<i64> = (0..rng.gen_range(0..4)).map(|_| rng.gen()).collect();
             let log = VecLog::in_window(&entries, now, spec.window);
-            let stored: Vec<Stored> = keys
-                .iter()
-                .flatten()
-                .map(|k| match k.kind {
-                    crate::algo::KeyKind::Integer => {
-                        Stored::Integer(rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1))
-                    }
-                    crate::algo::KeyKind::ExpiringInteger => Stored::Expiring {
-                        value: rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1),
-                        // Ended, live (around now) or extreme expiries, or none.
-                        expires_ms: match rng.gen_range(0..4) {
-                            0 => None,
-                            1 => Some(extreme(&mut rng)),
-                            _ => Some(
-                                (now / 1000).saturating_add_signed(rng.gen_range(-20_000..20_000)),
-                            ),
+            let stored: Vec<Stored> =
+                keys.iter()
+                    .flatten()
+                    .map(|k| match k.kind {
+                        crate::algo::KeyKind::Integer => {
+                            Stored::Integer(rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1))
+                        }
+                        crate::algo::KeyKind::ExpiringInteger => Stored::Expiring {
+                            value: rng.gen_bool(0.7).then(|| extreme(&mut rng) >> 1),
+                            // Ended, live (around now) or extreme expiries, or none.
+                            expires_ms: match rng.gen_range(0..4) {
+                                0 => None,
+                                1 => Some(extreme(&mut rng)),
+                                _ => Some(
+                                    (now / 1000)
+                                        .saturating_add_signed(rng.gen_range(-20_000..20_000)),
+                                ),
+                            },
                         },
-                    },
-                    crate::algo::KeyKind::Log { .. } => Stored::Log(&log),
-                })
-                .collect();
+                        crate::algo::KeyKind::Log { .. } => Stored::Log(&log),
+                        // Within the layout: a read refuses anything beyond it.
+                        crate::algo::KeyKind::Pair => {
+                            let (first, second, _) = a.pair_layout();
+                            Stored::Pair(rng.gen_bool(0.7).then(|| {
+                                (extreme(&mut rng).min(first), extreme(&mut rng).min(second))
+                            }))
+                        }
+                    })
+                    .collect();
             let verdict = a.decide(&stored, &spec, now);
             let capacity = if throttle {
                 spec.burst.unwrap_or(0).saturating_add(1)

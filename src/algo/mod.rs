@@ -13,6 +13,7 @@ pub mod slidecount;
 pub mod slidelog;
 pub mod state;
 pub mod throttle;
+pub mod tokenbucket;
 
 use crate::error::Result;
 use crate::limit::{Request, Spec};
@@ -85,6 +86,9 @@ pub enum KeyKind {
     /// A sorted set of timestamps; members scored at or below `expired_up_to` are
     /// out of it (the log's window start, or the leases' now).
     Log { expired_up_to: u64 },
+    /// A string holding two non-negative integers, `<first>:<second>`: read as
+    /// `Stored::Pair`, each within the algorithm's `pair_layout`.
+    Pair,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +123,13 @@ pub enum Write {
     DecrBy { key: usize, by: u64 },
     /// SET to an integer, expiring `ttl_ms` from the server's now.
     SetExpiring { key: usize, value: u64, ttl_ms: u64 },
+    /// SET to `<first>:<second>`, expiring `ttl_ms` from the server's now.
+    SetPair {
+        key: usize,
+        first: u64,
+        second: u64,
+        ttl_ms: u64,
+    },
     /// Remove log entries at or below `cutoff`.
     Trim { key: usize, cutoff: u64 },
     /// Add `count` log entries at `at`.
@@ -150,6 +161,7 @@ impl Write {
             Write::IncrBy { key, .. }
             | Write::DecrBy { key, .. }
             | Write::SetExpiring { key, .. }
+            | Write::SetPair { key, .. }
             | Write::Trim { key, .. }
             | Write::Add { key, .. }
             | Write::Expire { key, .. }
@@ -223,6 +235,11 @@ pub trait Algorithm: Sync {
         false
     }
 
+    /// Whether it takes `REFILL <amount>` (TOKENBUCKET).
+    fn accepts_refill(&self) -> bool {
+        false
+    }
+
     /// Whether its own command takes `COUNTALL` and `RENEW` (RL.COUNTER).
     fn takes_counter_options(&self) -> bool {
         false
@@ -249,6 +266,12 @@ pub trait Algorithm: Sync {
         )
     }
 
+    /// The largest first and second integers its `Pair` keys hold, and what they hold,
+    /// for the error on a value beyond them or not a pair.
+    fn pair_layout(&self) -> (u64, u64, &'static str) {
+        (0, 0, "a pair of integers")
+    }
+
     /// What its `Log` keys hold, for the error on a score beyond NOW's ceiling (or
     /// infinite): no call writes one, and past 2^53 a score is no exact microsecond.
     fn log_layout(&self) -> &'static str {
@@ -261,8 +284,11 @@ pub trait Algorithm: Sync {
         crate::args::parse_limiter(
             command,
             args,
-            self.accepts_burst(),
-            self.takes_counter_options(),
+            crate::args::Accepts {
+                burst: self.accepts_burst(),
+                refill: self.accepts_refill(),
+                counts: self.takes_counter_options(),
+            },
         )
     }
 
@@ -303,6 +329,10 @@ pub trait Algorithm: Sync {
 impl crate::args::Named for &'static dyn Algorithm {
     fn accepts_burst(&self) -> bool {
         Algorithm::accepts_burst(*self)
+    }
+
+    fn accepts_refill(&self) -> bool {
+        Algorithm::accepts_refill(*self)
     }
 
     fn check_block(&self) -> Result<()> {

@@ -19,6 +19,8 @@ pub enum Stored<'a> {
         expires_ms: Option<u64>,
     },
     Log(&'a dyn Log),
+    /// `<first>:<second>`, or `None` for no key.
+    Pair(Option<(u64, u64)>),
 }
 
 impl Stored<'_> {
@@ -26,7 +28,7 @@ impl Stored<'_> {
         match self {
             Stored::Integer(n) => *n,
             Stored::Expiring { value, .. } => *value,
-            Stored::Log(_) => None,
+            Stored::Log(_) | Stored::Pair(_) => None,
         }
     }
 }

@@ -105,6 +105,7 @@ impl Loaded<'_> {
         for (out, slot) in buf.iter_mut().zip(self.slots.iter().flatten()) {
             *out = match (slot.log.as_ref(), slot.key_use.kind) {
                 (Some(_), _) => Stored::Log(slot),
+                (None, KeyKind::Pair) => Stored::Pair(slot.pair),
                 (None, KeyKind::ExpiringInteger) => Stored::Expiring {
                     value: slot.value,
                     expires_ms: slot.expires_ms,
@@ -256,6 +257,7 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
         };
         let key = Key::open(call.ctx, name.ptr(), write)?;
         let mut expires_ms = None;
+        let mut pair = None;
         let (value, log) = match key_use.kind {
             KeyKind::Integer | KeyKind::ExpiringInteger => {
                 let value = key.read_counter(call.ctx, name.ptr(), mode == Mode::Peek)?;
@@ -269,6 +271,16 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
                     expires_ms = key.expires_at_ms();
                 }
                 (value, None)
+            }
+            KeyKind::Pair => {
+                let (first, second, holds) = a.pair_layout();
+                let refused = || Error::OutOfLayout(lossy(name.ptr()), holds);
+                pair = key.read_parsed(call.ctx, name.ptr(), mode == Mode::Peek, |text| {
+                    parse_pair(text)
+                        .filter(|&(a, b)| a <= first && b <= second)
+                        .ok_or_else(refused)
+                })?;
+                (None, None)
             }
             KeyKind::Log { expired_up_to } => (
                 None,
@@ -284,9 +296,18 @@ fn load(call: &Call, loaded: &mut Loaded, mode: Mode, now: u64) -> Result<()> {
         };
         let mut opened = Slot::new(name, key, key_use, value, log);
         opened.expires_ms = expires_ms;
+        opened.pair = pair;
         *slot = Some(opened);
     }
     check_migration(call, loaded)
+}
+
+/// `<first>:<second>`, two plain decimal numbers.
+fn parse_pair(text: &[u8]) -> Option<(u64, u64)> {
+    let at = text.iter().position(|&b| b == b':')?;
+    let first = crate::args::parse_u64(text.get(..at)?)?;
+    let second = crate::args::parse_u64(text.get(at + 1..)?)?;
+    Some((first, second))
 }
 
 /// Opens and reads `<key>:block`.

@@ -112,7 +112,9 @@ extern "C" fn entry<const I: usize>(ctx: Ctx, argv: *mut RString, argc: c_int) -
     run(ctx, argv, argc, command)
 }
 
-const ENTRIES: [Entry; 12] = [
+/// One per row of the table, and a few spare: an entry past the table answers an error
+/// and is never registered.
+const ENTRIES: [Entry; 16] = [
     entry::<0>,
     entry::<1>,
     entry::<2>,
@@ -125,6 +127,10 @@ const ENTRIES: [Entry; 12] = [
     entry::<9>,
     entry::<10>,
     entry::<11>,
+    entry::<12>,
+    entry::<13>,
+    entry::<14>,
+    entry::<15>,
 ];
 
 fn keys_position_request(ctx: Ctx) -> bool {

@@ -45,6 +45,8 @@ pub struct Slot {
     pub expires_ms: Option<u64>,
     /// The entries a sorted set holds (`Log` keys).
     pub log: Option<LogState>,
+    /// The two integers a `Pair` key holds.
+    pub pair: Option<(u64, u64)>,
     /// WATCH and client-side caching were told this key changed.
     signalled: bool,
 }
@@ -64,6 +66,7 @@ impl Slot {
             value,
             expires_ms: None,
             log,
+            pair: None,
             signalled: false,
         }
     }
@@ -204,9 +207,29 @@ pub fn apply(call: &Call, slot: &mut Slot, write: &Write) -> Result<()> {
             }
             slot.value = None;
             slot.expires_ms = None;
+            slot.pair = None;
             if let Some(log) = &mut slot.log {
                 log.cleared();
             }
+        }
+        Write::SetPair {
+            first,
+            second,
+            ttl_ms,
+            ..
+        } => {
+            let at = expiry(call, ttl_ms);
+            let mut text = decimal(first, &mut [0; 20]).to_vec();
+            text.push(b':');
+            text.extend_from_slice(decimal(second, &mut [0; 20]));
+            let text = OwnedString::new(ctx, &text)?;
+            slot.key.write_string(bytes(text.ptr))?;
+            slot.key.expire_at(at)?;
+            slot.pair = Some((first, second));
+            slot.expires_ms = u64::try_from(at).ok();
+            replicate_set_pxat(ctx, name, text.ptr, at)?;
+            slot.announce(ctx, Event::String, c"set");
+            slot.announce(ctx, Event::Generic, c"expire");
         }
         Write::Trim { cutoff, .. } => trim(call, slot, cutoff)?,
         Write::Add { at, count, .. } => add(call, slot, at, count)?,
