@@ -99,30 +99,38 @@ fn when(level: Level, rate: Rate, missing: i128) -> u128 {
     level.timer + div_ceil(missing, u128::from(rate.refill)) * u128::from(rate.interval_us)
 }
 
+/// Until the bucket at `level` is full again, in ms: its `reset_after_ms` and its key's
+/// TTL. A huge bucket on a slow refill may take longer than any NOW can reach: then
+/// until 2265 (the latest instant a layout stores), which no call outlives.
+fn until_full(level: Level, rate: Rate, now: u64) -> u64 {
+    let cap = i128::from(rate.capacity);
+    if level.tokens >= cap {
+        return 0;
+    }
+    let full = when(level, rate, cap - level.tokens).min(u128::from(MAX_END_US));
+    ceil_ms(full.saturating_sub(u128::from(now)))
+}
+
 /// The decision on `level` for `cost` tokens, and the level after it.
 pub fn decide(level: Level, rate: Rate, cost: u64, now: u64) -> (Decision, Level) {
-    let (cost_, cap) = (i128::from(cost), i128::from(rate.capacity));
+    let cost_ = i128::from(cost);
     let allowed = cost_ <= level.tokens;
     let after = Level {
         tokens: level.tokens - if allowed { cost_ } else { 0 },
         ..level
     };
-    let wait = |missing: i128| when(level, rate, missing).saturating_sub(u128::from(now));
+    // The tokens come at a step after 2265 (a huge cost on a slow refill): never.
+    let fits_at = Some(when(level, rate, cost_ - level.tokens))
+        .filter(|&at| cost <= rate.capacity && at <= u128::from(MAX_END_US));
     let decision = Decision {
         allowed,
         remaining: u64::try_from(after.tokens.max(0)).unwrap_or(0),
-        retry_after_ms: if allowed {
-            0
-        } else if cost > rate.capacity {
-            -1
-        } else {
-            retry_ms(wait(cost_ - level.tokens))
+        retry_after_ms: match fits_at {
+            _ if allowed => 0,
+            Some(at) => retry_ms(at.saturating_sub(u128::from(now))),
+            None => -1,
         },
-        reset_after_ms: if after.tokens >= cap {
-            0
-        } else {
-            ceil_ms(when(after, rate, cap - after.tokens).saturating_sub(u128::from(now)))
-        },
+        reset_after_ms: until_full(after, rate, now),
     };
     (decision, after)
 }
@@ -132,11 +140,10 @@ pub fn decide(level: Level, rate: Rate, cost: u64, now: u64) -> (Decision, Level
 /// level at the first step that makes them non-negative, a timer after now, which
 /// `level` reads back as the same negative level.
 fn store(after: Level, rate: Rate, now: u64) -> Writes {
-    let cap = i128::from(rate.capacity);
-    if after.tokens >= cap {
+    if after.tokens >= i128::from(rate.capacity) {
         return [Some(Write::Delete { key: 0 }), None, None];
     }
-    let ttl_ms = ceil_ms(when(after, rate, cap - after.tokens).saturating_sub(u128::from(now)));
+    let ttl_ms = until_full(after, rate, now);
     let lift = if after.tokens < 0 {
         div_ceil(after.tokens.unsigned_abs(), u128::from(rate.refill))
     } else {
