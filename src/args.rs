@@ -9,14 +9,20 @@ use crate::limit::{
     Block, Growth, Mode, Request, Spec, Window, MAX_AMOUNT, MAX_NOW_US, MAX_WINDOW_MS, MIN_NOW_US,
 };
 
+/// The options only some algorithms take.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Accepts {
+    /// GCRA's `BURST`.
+    pub burst: bool,
+    /// TOKENBUCKET's `REFILL`.
+    pub refill: bool,
+    /// RL.COUNTER's `COUNTALL` and `RENEW`.
+    pub counts: bool,
+}
+
 /// Parses `<limit> <window> [options...]` (the arguments after the key).
-/// `accepts_burst`: GCRA's `BURST`; `counts`: RL.COUNTER's `COUNTALL` and `RENEW`.
-pub fn parse_limiter(
-    command: &'static str,
-    args: &[&[u8]],
-    accepts_burst: bool,
-    counts: bool,
-) -> Result<Request> {
+pub fn parse_limiter(command: &'static str, args: &[&[u8]], accepts: Accepts) -> Result<Request> {
+    let Accepts { counts, .. } = accepts;
     let (limit, window, options) = match args {
         [limit, window, options @ ..] => (limit, window, options),
         _ => return Err(Error::WrongArity(command)),
@@ -30,12 +36,17 @@ pub fn parse_limiter(
     let mut rest = options.iter();
     while let Some(option) = rest.next() {
         let name = keyword(option)
-            .filter(|&name| (name != "BURST" || accepts_burst) && name != "LEASE")
+            .filter(|&name| {
+                (name != "BURST" || accepts.burst)
+                    && (name != "REFILL" || accepts.refill)
+                    && name != "LEASE"
+            })
             .ok_or_else(|| unknown(option))?;
         let mut value = || rest.next().ok_or(Error::MissingValue(name));
         match name {
             "COST" => set_once(&mut cost, name, parse_amount("COST", value()?)?)?,
             "BURST" => set_once(&mut spec.burst, name, parse_amount("BURST", value()?)?)?,
+            "REFILL" => set_once(&mut spec.refill, name, parse_amount("REFILL", value()?)?)?,
             "NOW" => set_once(&mut now, name, parse_now(value()?)?)?,
             "BLOCK" | "BACKOFF" => block.take(name, Some(value()?))?,
             "EXTEND" | "STRIKES" => block.take(name, None)?,
@@ -147,6 +158,7 @@ pub const MAX_LIMITS: u64 = 16;
 /// below the algorithms, so it asks through this rather than naming them.
 pub trait Named: Copy {
     fn accepts_burst(&self) -> bool;
+    fn accepts_refill(&self) -> bool;
     /// Whether a limit of it may take `BLOCK` (else the error why not).
     fn check_block(&self) -> Result<()>;
     /// Whether it names a member (CONCURRENCY's lease).
@@ -202,13 +214,16 @@ pub fn parse_all<A: Named>(
         let mut block = BlockArgs::default();
         while let Some(option) = word(at) {
             let name = match keyword(option) {
-                Some(name @ ("COST" | "BURST" | "BLOCK" | "BACKOFF" | "EXTEND" | "STRIKES")) => {
-                    name
-                }
+                Some(
+                    name @ ("COST" | "BURST" | "REFILL" | "BLOCK" | "BACKOFF" | "EXTEND"
+                    | "STRIKES"),
+                ) => name,
                 Some(name @ ("COUNTALL" | "RENEW")) => return Err(Error::NotInAll(name)),
                 _ => break,
             };
-            if name == "BURST" && !algorithm.accepts_burst() {
+            if (name == "BURST" && !algorithm.accepts_burst())
+                || (name == "REFILL" && !algorithm.accepts_refill())
+            {
                 return Err(unknown(option));
             }
             if matches!(name, "EXTEND" | "STRIKES") {
@@ -221,6 +236,8 @@ pub fn parse_all<A: Named>(
                 block.take(name, Some(value))?;
             } else if name == "COST" {
                 set_once(&mut cost, name, parse_amount(name, value)?)?;
+            } else if name == "REFILL" {
+                set_once(&mut spec.refill, name, parse_amount(name, value)?)?;
             } else {
                 set_once(&mut spec.burst, name, parse_amount(name, value)?)?;
             }
@@ -247,7 +264,7 @@ pub fn parse_all<A: Named>(
         }
         if matches!(
             name,
-            "COST" | "BURST" | "BLOCK" | "BACKOFF" | "EXTEND" | "STRIKES"
+            "COST" | "BURST" | "REFILL" | "BLOCK" | "BACKOFF" | "EXTEND" | "STRIKES"
         ) {
             return Err(Error::OptionAfterLimits(name));
         }
@@ -303,7 +320,7 @@ fn keyword(option: &[u8]) -> Option<&'static str> {
         3 => &["NOW"],
         4 => &["COST", "PEEK"],
         5 => &["RESET", "BURST", "LEASE", "BLOCK", "RENEW"],
-        6 => &["REFUND", "EXTEND", "IMPOSE"],
+        6 => &["REFUND", "EXTEND", "IMPOSE", "REFILL"],
         7 => &["BACKOFF", "STRIKES"],
         8 => &["COUNTALL"],
         _ => &[],
@@ -459,7 +476,7 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Request> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        parse_limiter("rl.test", &bytes, false, false)
+        parse_limiter("rl.test", &bytes, Accepts::default())
     }
 
     const NOW: &str = "1764480000000000";
@@ -591,7 +608,14 @@ mod tests {
     fn counter_options() -> Result<()> {
         let counter = |args: &[&str]| {
             let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-            parse_limiter("rl.counter", &bytes, false, true)
+            parse_limiter(
+                "rl.counter",
+                &bytes,
+                Accepts {
+                    counts: true,
+                    ..Accepts::default()
+                },
+            )
         };
         let plain = counter(&["10", "1s"])?.spec;
         assert!(!plain.count_all && !plain.renew);

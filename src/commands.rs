@@ -6,7 +6,8 @@ use std::ffi::CStr;
 
 use crate::algo::{
     concurrency::Concurrency, counter::Counter, fixed::Fixed, gcra::Gcra, slidecount::SlideCount,
-    slidelog::SlideLog, slidewindow::SlideWindow, throttle::Throttle, Algorithm,
+    slidelog::SlideLog, slidewindow::SlideWindow, throttle::Throttle, tokenbucket::TokenBucket,
+    Algorithm,
 };
 use crate::command::{Arg, ArgType, Command, Docs, Keys, State};
 use crate::server::stats::Stats;
@@ -100,6 +101,17 @@ const GCRA_ARGS: &[Arg] = &[
     MODE,
 ];
 
+const TOKENBUCKET_ARGS: &[Arg] = &[
+    arg(c"key", ArgType::Key),
+    arg(c"capacity", ArgType::Integer),
+    arg(c"interval", ArgType::String),
+    option(c"refill", c"REFILL", ArgType::Integer),
+    option(c"cost", c"COST", ArgType::Integer),
+    BLOCK,
+    option(c"now", c"NOW", ArgType::UnixTime),
+    MODE,
+];
+
 /// A keyword with a value, as one choice of a `oneof`: `ACQUIRE <id>`.
 const fn keyed(name: &'static CStr, token: &'static CStr) -> Arg {
     Arg {
@@ -174,7 +186,7 @@ const fn optional(argument: &'static str, command: Command) -> Command {
     }
 }
 
-pub static COMMANDS: [Command; 13] = [
+pub static COMMANDS: [Command; 14] = [
     limiter(
         "rl.slidelog",
         c"write",
@@ -222,6 +234,14 @@ pub static COMMANDS: [Command; 13] = [
         c"GCRA limiter: smooth spacing with a burst allowance, one theoretical arrival time",
         c"O(1)",
         GCRA_ARGS,
+    ),
+    limiter(
+        "rl.tokenbucket",
+        c"write fast",
+        &TokenBucket,
+        c"Token bucket refilled in steps: REFILL tokens at each whole interval, up to the capacity, as Symfony's token_bucket",
+        c"O(1)",
+        TOKENBUCKET_ARGS,
     ),
     limiter(
         "rl.concurrency",
@@ -275,6 +295,7 @@ pub static COMMANDS: [Command; 13] = [
                                 token(c"fixed", c"FIXED"),
                                 token(c"counter", c"COUNTER"),
                                 token(c"gcra", c"GCRA"),
+                                token(c"tokenbucket", c"TOKENBUCKET"),
                                 token(c"concurrency", c"CONCURRENCY"),
                             ],
                             ..arg(c"algorithm", ArgType::OneOf)
@@ -283,6 +304,7 @@ pub static COMMANDS: [Command; 13] = [
                         arg(c"limit", ArgType::Integer),
                         arg(c"window", ArgType::String),
                         option(c"burst", c"BURST", ArgType::Integer),
+                        option(c"refill", c"REFILL", ArgType::Integer),
                         option(c"cost", c"COST", ArgType::Integer),
                         BLOCK,
                     ],

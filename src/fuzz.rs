@@ -47,6 +47,9 @@ const WORDS: &[&str] = &[
     "now",
     "peek",
     "Burst",
+    "REFILL",
+    "refill",
+    "tokenbucket",
     "BLOCK",
     "block",
     "EXTEND",
@@ -159,10 +162,15 @@ fn parsing_never_panics() {
         let n = rng.gen_range(0..9);
         let args: Vec<Vec<u8>> = (0..n).map(|_| token(&mut rng)).collect();
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let counts = rng.gen();
-        if let Ok(a) = parse_limiter("rl.fuzz", &refs, rng.gen(), counts) {
+        let accepts = crate::args::Accepts {
+            burst: rng.gen(),
+            refill: rng.gen(),
+            counts: rng.gen(),
+        };
+        if let Ok(a) = parse_limiter("rl.fuzz", &refs, accepts) {
             let spec = a.spec;
-            assert!(counts || !(spec.count_all || spec.renew));
+            assert!(accepts.counts || !(spec.count_all || spec.renew));
+            assert!(accepts.refill || spec.refill.is_none());
             assert!(
                 (1..=MAX_AMOUNT).contains(&spec.limit) && (1..=MAX_AMOUNT).contains(&spec.cost)
             );
@@ -355,6 +363,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 window: any_window(&mut rng),
                 cost: if rng.gen() { 1 } else { amount(&mut rng) },
                 burst: ((a.accepts_burst() || throttle) && rng.gen()).then(|| amount(&mut rng)),
+                refill: (a.accepts_refill() && rng.gen()).then(|| amount(&mut rng)),
                 renew_only: rng.gen_bool(0.2),
                 block: None,
                 count_all: a.takes_counter_options() && rng.gen(),

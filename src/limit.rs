@@ -79,6 +79,8 @@ pub struct Spec {
     pub cost: u64,
     /// Only accepted by algorithms that have it (GCRA, THROTTLE).
     pub burst: Option<u64>,
+    /// `REFILL`: the tokens a step brings back (TOKENBUCKET only).
+    pub refill: Option<u64>,
     /// Spend only by renewing what the call's member already holds (CONCURRENCY's
     /// HEARTBEAT): never take a new slot.
     pub renew_only: bool,
@@ -99,6 +101,7 @@ impl Spec {
             window,
             cost: 1,
             burst: None,
+            refill: None,
             renew_only: false,
             block: None,
             count_all: false,

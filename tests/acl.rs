@@ -365,6 +365,7 @@ fn app_may_run_every_kit_command(s: &Server, line: &str) {
         format!("RL.COUNTER rl:counter:1 5 10 NOW {NOW}"),
         format!("RL.SLIDEWINDOW rl:window:1 5 10 NOW {NOW}"),
         format!("RL.GCRA rl:gcra:1 5 10 NOW {NOW}"),
+        format!("RL.TOKENBUCKET rl:bucket:1 5 10 REFILL 5 NOW {NOW}"),
         format!("RL.CONCURRENCY rl:lease:1 5 10 ACQUIRE id-1 NOW {NOW}"),
     ] {
         assert_eq!(rl(&mut app, &cmd).0, 1, "{cmd} on {version}");

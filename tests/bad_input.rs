@@ -456,6 +456,7 @@ fn argument_cases(cmd: &str, key: &[u8]) -> Vec<Case> {
         (&["NOW", now, "BURST", "2"], "BURST"),
         (&["BURST", "1", "NOW", now], "BURST"),
         (&["NOW", now, "BURST"], "BURST"),
+        (&["NOW", now, "REFILL", "2"], "REFILL"),
         (&["COST", "1", "COST", "1", "NOW", now], "COST"),
         (&["COST", "1", "NOW", now, "cost", "2"], "COST"),
         (&["NOW", now, "NOW", now], "NOW"),

@@ -131,6 +131,7 @@ fn command_docs_describe_every_rl_command() {
             "rl.slidelog",
             "rl.slidewindow",
             "rl.throttle",
+            "rl.tokenbucket",
             "rl.top"
         ]
     );
@@ -238,6 +239,27 @@ fn command_docs_describe_every_rl_command() {
     );
     assert_eq!(gcra.len(), 8);
 
+    // RL.TOKENBUCKET: capacity and interval where the others have limit and window,
+    // and REFILL.
+    let bucket: Vec<_> = args(&docs(c, "rl.tokenbucket")["arguments"])
+        .iter()
+        .map(shape)
+        .collect();
+    assert_eq!(
+        bucket[..4],
+        [
+            arg("key", "key", None, false),
+            arg("capacity", "integer", None, false),
+            arg("interval", "string", None, false),
+            arg("refill", "integer", Some("REFILL"), true),
+        ]
+    );
+    assert!(
+        bucket.contains(&arg("block", "block", Some("BLOCK"), true)),
+        "{bucket:?}"
+    );
+    assert_eq!(bucket.len(), 8);
+
     let all = args(&docs(c, "rl.all")["arguments"]);
     assert_eq!(shape(&all[0]), arg("numlimits", "integer", None, false));
     assert_eq!(all[1].kind, "block");
@@ -255,6 +277,7 @@ fn command_docs_describe_every_rl_command() {
             arg("limit", "integer", None, false),
             arg("window", "string", None, false),
             arg("burst", "integer", Some("BURST"), true),
+            arg("refill", "integer", Some("REFILL"), true),
             arg("cost", "integer", Some("COST"), true),
             arg("block", "block", Some("BLOCK"), true),
         ]
@@ -273,6 +296,7 @@ fn command_docs_describe_every_rl_command() {
             "FIXED",
             "COUNTER",
             "GCRA",
+            "TOKENBUCKET",
             "CONCURRENCY"
         ]
     );
@@ -369,6 +393,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("rl.slidelog", -4, "write", true),
         ("rl.slidewindow", -4, "write", true),
         ("rl.gcra", -4, "write", true),
+        ("rl.tokenbucket", -4, "write", true),
         ("rl.all", -6, "write", true),
         ("rl.concurrency", -4, "write", true),
         ("rl.throttle", -4, "write", true),
@@ -487,7 +512,7 @@ fn redis_cli_shows_argument_hints_from_the_docs() {
     wait_for("RL.GCRA key limit window [BURST burst] [COST cost] [BLOCK duration");
     stdin.write_all(b"\x15RL.ALL ").unwrap();
     stdin.flush().unwrap();
-    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|SLIDEWINDOW|FIXED|COUNTER|GCRA|CONCURRENCY key limit window [BURST burst] [COST cost]");
+    wait_for("RL.ALL numlimits SLIDELOG|SLIDECOUNT|SLIDEWINDOW|FIXED|COUNTER|GCRA|TOKENBUCKET|CONCURRENCY key limit window [BURST burst] [REFILL refill] [COST cost]");
     stdin.write_all(b"\x15RL.CONCURRENCY ").unwrap();
     stdin.flush().unwrap();
     wait_for("RL.CONCURRENCY key limit ttl ACQUIRE acquire|RELEASE release|HEARTBEAT heartbeat|PEEK|RESET [NOW now]");
@@ -549,6 +574,7 @@ fn ratelimit_category_grants_every_command_where_supported_else_names_do() {
         format!("RL.SLIDELOG {{u}}:l 5 10 NOW {T0}"),
         format!("RL.SLIDEWINDOW {{u}}:w 5 10 NOW {T0}"),
         format!("RL.GCRA {{u}}:g 5 10 NOW {T0}"),
+        format!("RL.TOKENBUCKET {{u}}:b 5 10 REFILL 2 NOW {T0}"),
         format!("RL.ALL 1 GCRA {{u}}:a 5 10 NOW {T0}"),
         format!("RL.CONCURRENCY {{u}}:c 5 10 ACQUIRE a NOW {T0}"),
         format!("RL.THROTTLE {{u}}:t 5 10 60 NOW {T0}"),

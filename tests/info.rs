@@ -9,13 +9,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-const COMMANDS: [&str; 10] = [
+const COMMANDS: [&str; 11] = [
     "slidelog",
     "slidecount",
     "slidewindow",
     "fixed",
     "counter",
     "gcra",
+    "tokenbucket",
     "concurrency",
     "throttle",
     "all",
@@ -170,6 +171,7 @@ fn counters_move_exactly_as_calls_are_made() {
         ("fixed", "wt"),
         ("counter", "a-zset"),
         ("gcra", "a-zset"),
+        ("tokenbucket", "a-zset"),
     ] {
         let name = cmd.to_ascii_uppercase();
         let call = format!("RL.{name} k:{cmd} 2 10 NOW {T0}");
@@ -255,7 +257,7 @@ fn counters_move_exactly_as_calls_are_made() {
     // The totals: 2 + 3 admitted; 3 + 1 (PEEK) + 7 denied; 4 errors (and the two
     // calls Redis refused for their arity, which never reached the module).
     let all = counters(&mut c);
-    for cmd in &COMMANDS[..5] {
+    for cmd in &COMMANDS[..6] {
         let f = |n: &str| all[&format!("rl_{cmd}_{n}")];
         assert_eq!(
             (f("calls"), f("allowed"), f("denied"), f("errors")),

@@ -12,8 +12,10 @@
 //! Expiry runs on the server's real clock while the tests step NOW: every window, TTL
 //! and emission interval in the random runs is at least 100 s, so that no key expires
 //! in real time during a run (which could hit one twin between the two calls of a
-//! pair). A call that may leave a shorter TTL (a GCRA REFUND, a lease RELEASE) has both
-//! twins' expiry compared and then moved to one shared far instant. So does a spending
+//! pair). A call that may leave a shorter TTL (a GCRA REFUND, a lease RELEASE, any token
+//! bucket call: its key expires when the bucket is full again, which a step can make
+//! a millisecond away) has both twins' expiry compared and then moved to one shared far
+//! instant. So does a spending
 //! call with `BLOCK … STRIKES` (and no EXTEND or BACKOFF): while blocked it rewrites the
 //! block key with the time left, which NOW may put just before the block's end.
 //!
@@ -28,13 +30,14 @@ use std::collections::BTreeMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const COMMANDS: [&str; 9] = [
+const COMMANDS: [&str; 10] = [
     "fixed",
     "counter",
     "slidecount",
     "slidewindow",
     "slidelog",
     "gcra",
+    "tokenbucket",
     "concurrency",
     "throttle",
     "all",
@@ -292,18 +295,22 @@ fn push_short_expiries(c: &mut Connection, a: char, b: char) {
         if !soon(l) && !soon(r) {
             continue;
         }
-        for letter in [a, b] {
-            let key = name.replacen("}:X", &format!("}}:{letter}"), 1);
-            // Gone on one side already (expired in real time): gone on both.
-            if l.is_none() || r.is_none() {
-                let _: i64 = redis::cmd("DEL").arg(&key).query(c).expect("DEL");
-            } else {
-                let _: i64 = redis::cmd("PEXPIREAT")
-                    .arg(&key)
+        let twins = [a, b].map(|letter| name.replacen("}:X", &format!("}}:{letter}"), 1));
+        // Gone on one side already (expired in real time), or while the other was
+        // moved (a key a millisecond from its end): gone on both.
+        let mut moved = l.is_some() && r.is_some();
+        for key in &twins {
+            if moved {
+                let n: i64 = redis::cmd("PEXPIREAT")
+                    .arg(key)
                     .arg(far)
                     .query(c)
                     .expect("PEXPIREAT");
+                moved = n == 1;
             }
+        }
+        if !moved {
+            let _: i64 = redis::cmd("DEL").arg(&twins).query(c).expect("DEL");
         }
     }
     assert_same_state(c, a, b, "after moving short expiries");
@@ -481,10 +488,30 @@ fn with_block(rng: &mut StdRng, id: &Identity, mut opts: Vec<Vec<String>>) -> Ve
 }
 
 /// The state instants worth stepping NOW onto: TATs, lease expiries and block ends
-/// of the module's keys (µs; a THROTTLE TAT is in ns).
-fn instants(states: &BTreeMap<String, KeyState>) -> Vec<u64> {
+/// of the module's keys (µs; a THROTTLE TAT is in ns), and a token bucket's next
+/// refill steps (its identity's window after its timer).
+fn instants(states: &BTreeMap<String, KeyState>, ids: &[Identity]) -> Vec<u64> {
     let mut out = Vec::new();
-    for s in states.values() {
+    for (name, s) in states {
+        let bucket = s.value[0]
+            .split_once(':')
+            .filter(|_| {
+                s.kind == "string" && (name.contains(":Xtokenbucket") || name.ends_with(":X"))
+            })
+            .and_then(|(tokens, timer)| {
+                Some((tokens.parse::<u64>().ok()?, timer.parse::<u64>().ok()?))
+            })
+            .filter(|&(tokens, _)| tokens <= 1_000_000_000_000_000);
+        let id = name
+            .strip_prefix("{u")
+            .and_then(|r| r.split_once('}'))
+            .and_then(|(n, _)| n.parse::<usize>().ok())
+            .and_then(|n| ids.get(n));
+        if let (Some((_, timer)), Some(id)) = (bucket, id) {
+            let w = window_us(id.window);
+            out.extend((1..=3).map(|k| timer + k * w));
+            continue;
+        }
         match s.kind.as_str() {
             "string" => {
                 // A block's value is `<end>` or `<end>:<strikes>`.
@@ -554,6 +581,18 @@ fn random_call(
             }
             opts.extend(mode(rng, block));
         }
+        "tokenbucket" => {
+            let capacity = amount(rng, 12);
+            args.push(capacity.to_string());
+            args.push(id.window.into());
+            if rng.gen_bool(0.6) {
+                opts.push(vec!["REFILL".into(), amount(rng, 4).to_string()]);
+            }
+            if rng.gen_bool(0.6) {
+                opts.push(vec!["COST".into(), amount(rng, 3).to_string()]);
+            }
+            opts.extend(mode(rng, block));
+        }
         "throttle" => {
             let count = rng.gen_range(1..=id.limit_cap.clamp(1, 40));
             let period = w / 1_000_000;
@@ -593,13 +632,14 @@ fn random_call(
     )
 }
 
-const ALL_ALGOS: [&str; 6] = [
+const ALL_ALGOS: [&str; 7] = [
     "fixed",
     "slidecount",
     "slidewindow",
     "slidelog",
     "gcra",
     "concurrency",
+    "tokenbucket",
 ];
 
 /// A random RL.ALL over a random mix of limits on one identity (each algorithm on a key
@@ -637,6 +677,12 @@ fn random_all(rng: &mut StdRng, ids: &[Identity], n: usize, now: u64) -> (Call, 
             "concurrency" => {
                 leased = true;
                 args.extend([rng.gen_range(1..=4u64).to_string(), id.window.into()]);
+            }
+            "tokenbucket" => {
+                args.extend([amount(rng, 12).to_string(), id.window.into()]);
+                if rng.gen_bool(0.6) {
+                    opts.push(vec!["REFILL".into(), amount(rng, 4).to_string()]);
+                }
             }
             "slidelog" => args.extend([rng.gen_range(1..=12u64).to_string(), id.window.into()]),
             _ => args.extend([amount(rng, 12).to_string(), id.window.into()]),
@@ -739,6 +785,8 @@ fn may_shorten_ttl(call: &Call) -> bool {
     // A strike counted in a block that does not grow keeps its end: the time left.
     let strikes = has("STRIKES") && (call.command == "all" || !(has("EXTEND") || has("BACKOFF")));
     (call.command == "gcra" && has("REFUND"))
+        || call.command == "tokenbucket"
+        || has("TOKENBUCKET")
         || (call.command == "concurrency" && has("RELEASE"))
         || (call.command == "all" && has("REFUND"))
         || strikes
@@ -888,7 +936,7 @@ fn differential(
                     }
                 }
             }
-            known = instants(&state);
+            known = instants(&state, &ids);
         }
     }
     assert_same_state(&mut c, a, b, &format!("seed {seed} at the end"));
@@ -981,6 +1029,7 @@ block_differential_tests! {
     slidewindow_block_matches_the_module, slidewindow_block_mixed_fleet: "slidewindow";
     slidelog_block_matches_the_module, slidelog_block_mixed_fleet: "slidelog";
     gcra_block_matches_the_module, gcra_block_mixed_fleet: "gcra";
+    tokenbucket_block_matches_the_module, tokenbucket_block_mixed_fleet: "tokenbucket";
     all_block_matches_the_module, all_block_mixed_fleet: "all";
 }
 
@@ -990,6 +1039,7 @@ differential_tests! {
     slidewindow_matches_the_module, slidewindow_mixed_fleet: "slidewindow";
     slidelog_matches_the_module, slidelog_mixed_fleet: "slidelog";
     gcra_matches_the_module, gcra_mixed_fleet: "gcra";
+    tokenbucket_matches_the_module, tokenbucket_mixed_fleet: "tokenbucket";
     concurrency_matches_the_module, concurrency_mixed_fleet: "concurrency";
     throttle_matches_the_module, throttle_mixed_fleet: "throttle";
     all_matches_the_module, all_mixed_fleet: "all";
@@ -1323,7 +1373,7 @@ fn foreign_values_get_the_same_answers() {
     let shas = load_scripts(&mut c);
     let now = T0 + 1_234_567;
     // Sorted sets: the layout's ceiling is 2^53 - 1 (a live entry below the newest).
-    let values: [(&str, &[&str]); 24] = [
+    let values: [(&str, &[&str]); 28] = [
         ("list", &["RPUSH", "1"]),
         ("hash", &["HSET", "f", "1"]),
         ("zset", &["ZADD", "5", "m"]),
@@ -1358,6 +1408,11 @@ fn foreign_values_get_the_same_answers() {
         ("window-two", &["SET", "1764480002000000:3"]),
         ("window-four", &["SET", "1764480002000000:3:4:5"]),
         ("window-empty", &["SET", "1764480002000000::4"]),
+        // TOKENBUCKET's `<tokens>:<timer>`: a live one, a negative, a late timer, a third part.
+        ("pair", &["SET", "3:1764480001000000"]),
+        ("pair-negative", &["SET", "-1:1764480001000000"]),
+        ("pair-late", &["SET", "1:9322559254740992"]),
+        ("pair-three", &["SET", "1:2:3"]),
     ];
     let mut lines = 0;
     for (name, how) in values {
@@ -1367,6 +1422,7 @@ fn foreign_values_get_the_same_answers() {
             "slidewindow",
             "slidelog",
             "gcra",
+            "tokenbucket",
             "concurrency",
             "throttle",
         ] {
@@ -1381,7 +1437,7 @@ fn foreign_values_get_the_same_answers() {
                 "concurrency" => vec!["5".into(), window.into(), "ACQUIRE".into(), "a".into()],
                 "throttle" => vec!["3".into(), "10".into(), window.into(), "1".into()],
                 // Within a log's largest limit, so that the call reads the set.
-                "slidelog" | "slidewindow" => {
+                "slidelog" | "slidewindow" | "tokenbucket" => {
                     vec!["5".into(), window.into(), "COST".into(), "3".into()]
                 }
                 _ => vec![
@@ -1421,7 +1477,8 @@ fn foreign_values_get_the_same_answers() {
             }
         }
     }
-    assert_eq!(lines, values.len() * 25);
+    // Seven commands in four modes, and RL.THROTTLE in one, per value.
+    assert_eq!(lines, values.len() * (7 * 4 + 1));
 }
 
 /// The arguments of every command, wrong in every way the parsers know: the same
@@ -1471,6 +1528,18 @@ fn bad_arguments_get_the_same_errors() {
         "gcra K 1 10 BURST 1 BURST 1",
         "gcra K 7 315360000 BURST 1000000000000000 COST 1000000000000000 NOW 1764480000000000",
         "gcra K 7 315360000 BURST 1000000000000000 NOW 1764480000000000",
+        "tokenbucket K 0 10",
+        "tokenbucket K 1 10 REFILL",
+        "tokenbucket K 1 10 REFILL 0",
+        "tokenbucket K 1 10 REFILL 1 refill 1",
+        "tokenbucket K 1 10 REFILL 1000000000000001",
+        "tokenbucket K 1 10 BURST 2",
+        "tokenbucket K 1 10 COUNTALL",
+        "tokenbucket K 1 10 REFILL 2 COST 2 BLOCK 10 BACKOFF 20 STRIKES NOW 1764480000000000 PEEK x",
+        "gcra K 1 10 REFILL 2",
+        "all 1 fixed K 1 10 REFILL 2",
+        "all 1 tokenbucket K 1 10 NOW 1764480000000000 REFILL 2",
+        "all 1 tokenbucket K 1 10 REFILL 1 REFILL 1",
         "concurrency K 1 10",
         "concurrency K 1 10 ACQUIRE",
         "concurrency K 1 10 ACQUIRE a RELEASE a",

@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-for cmd in fixed counter slidecount slidewindow slidelog gcra concurrency throttle all; do
+for cmd in fixed counter slidecount slidewindow slidelog gcra tokenbucket concurrency throttle all; do
   name="RL.$(echo "$cmd" | tr a-z A-Z)"
   {
     echo "-- $name as a Redis script: generated from scripts/src/lib.lua by make scripts-sync."

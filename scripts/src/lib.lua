@@ -319,6 +319,7 @@ local KEYWORDS = {
   NOW = 'NOW', COST = 'COST', PEEK = 'PEEK', RESET = 'RESET', BURST = 'BURST',
   LEASE = 'LEASE', REFUND = 'REFUND', BLOCK = 'BLOCK', EXTEND = 'EXTEND', IMPOSE = 'IMPOSE',
   BACKOFF = 'BACKOFF', STRIKES = 'STRIKES', COUNTALL = 'COUNTALL', RENEW = 'RENEW',
+  REFILL = 'REFILL',
 }
 
 local function keyword(o)
@@ -402,8 +403,9 @@ local function read_counter_of(l, st, i)
   end
 end
 
--- A string of several integers `<a>:<b>:…` (SLIDEWINDOW's state), one per entry of
--- `layout[1]` and each at most it; anything else is another writer's value.
+-- A string of several integers `<a>:<b>:…` (SLIDEWINDOW's and TOKENBUCKET's states),
+-- one per entry of `layout[1]` and each at most it; anything else is another writer's
+-- value.
 local function read_fields(name, layout)
   local v = redis.pcall('GET', name)
   if type(v) == 'table' and v.err then fail(WRONGTYPE) end
@@ -851,6 +853,98 @@ function A.GCRA.refund(st, spec, now)
   return gcra_store(back, now)
 end
 
+-- TOKENBUCKET: `<tokens>:<timer-µs>` at the key, the tokens at the timer (its last
+-- refill step), REFILL tokens at each whole interval since, up to the capacity. Here a
+-- level is `t - debt` (one of them 0: the exact integers are non-negative): a debt is
+-- owed by a spend decided at a later NOW, whose timer is after now.
+A.TOKENBUCKET = { refill = true,
+  fields = { { '1000000000000000', MAX_END_US },
+    'a token bucket (<tokens>:<timer in unix microseconds>, tokens up to 1000000000000000)' } }
+function A.TOKENBUCKET.keys(spec, base)
+  return { { name = base, kind = 'fields', written = true } }
+end
+
+local function bucket(spec)
+  return { cap = spec.limit, refill = spec.refill or 1, step = spec.w }
+end
+
+local function tb_full(l, r) return cmp(l.debt, 0) == 0 and cmp(l.t, r.cap) >= 0 end
+
+-- The stored pair at `now`; a full bucket is a new one, its timer at now.
+local function tb_level(pair, r, now)
+  if pair == nil then return { t = r.cap, debt = 0, timer = now } end
+  local tok, timer = pair[1], pair[2]
+  local l
+  if cmp(timer, now) <= 0 then
+    local steps = div(sub(now, timer), r.step)
+    l = { t = add(tok, mul(steps, r.refill)), debt = 0, timer = add(timer, mul(steps, r.step)) }
+  else
+    -- The steps between now and the timer have not come yet.
+    local steps = div_ceil(sub(timer, now), r.step)
+    local back = mul(steps, r.refill)
+    l = { t = subsat(tok, back), debt = subsat(back, tok), timer = subsat(timer, mul(steps, r.step)) }
+  end
+  if tb_full(l, r) then return { t = r.cap, debt = 0, timer = now } end
+  return l
+end
+
+-- How far below `want` the level is (0 if not), and the instant that many have come.
+local function tb_missing(l, want) return subsat(add(want, l.debt), l.t) end
+local function tb_when(l, r, missing) return add(l.timer, mul(div_ceil(missing, r.refill), r.step)) end
+local TB_END = fromdigits(MAX_END_US)
+
+-- Until the bucket is full again, in ms; past 2265 (no NOW reaches it), until then.
+local function tb_until_full(l, r, now)
+  if tb_full(l, r) then return 0 end
+  return ceil_ms(subsat(min(tb_when(l, r, tb_missing(l, r.cap)), TB_END), now))
+end
+
+local function tb_store(after, r, now)
+  if tb_full(after, r) then return { { op = 'del', key = 1 } } end
+  local ttl = tb_until_full(after, r, now)
+  local t, timer = after.t, after.timer
+  -- A debt is stored as the level at the first step that pays it, a timer after now.
+  if cmp(after.debt, 0) > 0 then
+    local lift = div_ceil(after.debt, r.refill)
+    t = sub(mul(lift, r.refill), after.debt)
+    -- Past 2265 (a NOW in the 1970s on a decade's interval) it is stored at 2265.
+    timer = min(add(timer, mul(lift, r.step)), TB_END)
+  end
+  return { { op = 'set', key = 1, value = str(t) .. ':' .. str(timer), ttl = ttl } }
+end
+
+function A.TOKENBUCKET.decide(st, spec, now)
+  local r = bucket(spec)
+  local l = tb_level(st[1], r, now)
+  local cost = spec.cost
+  local allowed = cmp(l.debt, 0) == 0 and cmp(cost, l.t) <= 0
+  local after = l
+  if allowed then after = { t = sub(l.t, cost), debt = 0, timer = l.timer } end
+  local retry = 0
+  if not allowed then
+    -- Tokens that come at a step after 2265 (a huge cost on a slow refill): never.
+    local at = tb_when(l, r, tb_missing(l, cost))
+    if cmp(cost, r.cap) > 0 or cmp(at, TB_END) > 0 then retry = -1
+    else retry = retry_ms(subsat(at, now)) end
+  end
+  local d = decision(allowed, cmp(after.debt, 0) == 0 and after.t or 0, retry, tb_until_full(after, r, now))
+  if not allowed then return d, {} end
+  return d, tb_store(after, r, now)
+end
+function A.TOKENBUCKET.refund(st, spec, now)
+  if st[1] == nil then return {} end
+  local r = bucket(spec)
+  local l = tb_level(st[1], r, now)
+  local cost = spec.cost
+  local back
+  if cmp(cost, l.debt) >= 0 then
+    back = { t = min(r.cap, add(l.t, sub(cost, l.debt))), debt = 0, timer = l.timer }
+  else
+    back = { t = 0, debt = sub(l.debt, cost), timer = l.timer }
+  end
+  return tb_store(back, r, now)
+end
+
 -- CONCURRENCY: leases in a sorted set, member = lease id, score = its expiry (µs).
 A.CONCURRENCY = { member = true,
   log_layout = 'a lease set (leases scored with their expiry in unix microseconds up to 2255)' }
@@ -1081,7 +1175,8 @@ local function parse_limiter(command, args, from, algo)
   while args[i] ~= nil do
     local option = args[i]
     local name = keyword(option)
-    if name == nil or (name == 'BURST' and not algo.burst) or name == 'LEASE' then E_unknown(option) end
+    if name == nil or (name == 'BURST' and not algo.burst) or (name == 'REFILL' and not algo.refill)
+      or name == 'LEASE' then E_unknown(option) end
     if name == 'BLOCK' or name == 'BACKOFF' then
       if args[i + 1] == nil then E_missing(name) end
       block_take(block, name, args[i + 1])
@@ -1095,7 +1190,7 @@ local function parse_limiter(command, args, from, algo)
       if spec[field] then E_repeated(name) end
       spec[field] = true
       i = i + 1
-    elseif name == 'COST' or name == 'BURST' or name == 'NOW' then
+    elseif name == 'COST' or name == 'BURST' or name == 'REFILL' or name == 'NOW' then
       local value = args[i + 1]
       if value == nil then E_missing(name) end
       if name == 'NOW' then
@@ -1108,8 +1203,9 @@ local function parse_limiter(command, args, from, algo)
           if cost then E_repeated(name) end
           cost = n
         else
-          if spec.burst then E_repeated(name) end
-          spec.burst = n
+          local field = string.lower(name)
+          if spec[field] then E_repeated(name) end
+          spec[field] = n
         end
       end
       i = i + 2
@@ -1198,7 +1294,7 @@ local function parse_throttle(command, args, from)
 end
 
 local ALL_NAMES = { FIXED = 1, SLIDECOUNT = 1, SLIDELOG = 1, GCRA = 1, CONCURRENCY = 1, COUNTER = 1,
-  SLIDEWINDOW = 1 }
+  SLIDEWINDOW = 1, TOKENBUCKET = 1 }
 
 local function parse_all(args)
   local count = parse_u64(args[1])
@@ -1220,8 +1316,9 @@ local function parse_all(args)
     while args[at] ~= nil do
       local o = keyword(args[at])
       if o == 'COUNTALL' or o == 'RENEW' then E_not_in_all(o) end
-      if o ~= 'COST' and o ~= 'BURST' and o ~= 'BLOCK' and o ~= 'BACKOFF' and o ~= 'EXTEND' and o ~= 'STRIKES' then break end
-      if o == 'BURST' and not algo.burst then E_unknown(args[at]) end
+      if o ~= 'COST' and o ~= 'BURST' and o ~= 'REFILL' and o ~= 'BLOCK' and o ~= 'BACKOFF' and o ~= 'EXTEND'
+        and o ~= 'STRIKES' then break end
+      if (o == 'BURST' and not algo.burst) or (o == 'REFILL' and not algo.refill) then E_unknown(args[at]) end
       local value = args[at + 1]
       if o == 'EXTEND' or o == 'STRIKES' then
         block_take(block, o)
@@ -1235,8 +1332,9 @@ local function parse_all(args)
         cost = v
       else
         local v = parse_amount(o, value)
-        if spec.burst then E_repeated(o) end
-        spec.burst = v
+        local field = string.lower(o)
+        if spec[field] then E_repeated(o) end
+        spec[field] = v
       end
       at = at + 2
     end
@@ -1253,7 +1351,8 @@ local function parse_all(args)
     local name = keyword(option)
     if name == nil then E_unknown(option) end
     if name == 'COUNTALL' or name == 'RENEW' then E_not_in_all(name) end
-    if name == 'COST' or name == 'BURST' or name == 'BLOCK' or name == 'BACKOFF' or name == 'EXTEND' or name == 'STRIKES' then
+    if name == 'COST' or name == 'BURST' or name == 'REFILL' or name == 'BLOCK' or name == 'BACKOFF' or name == 'EXTEND'
+      or name == 'STRIKES' then
       fail('ERR syntax error: ' .. name .. ' belongs to a limit and must come before NOW, PEEK, REFUND or RESET')
     end
     if name == 'NOW' then
@@ -1571,6 +1670,7 @@ local COMMAND = {
   fixed = 'FIXED', slidecount = 'SLIDECOUNT', slidelog = 'SLIDELOG', gcra = 'GCRA',
   concurrency = 'CONCURRENCY', throttle = 'THROTTLE', counter = 'COUNTER',
   slidewindow = 'SLIDEWINDOW',
+  tokenbucket = 'TOKENBUCKET',
 }
 
 -- KEYS are the command's keys, or none at all (a standalone caller may leave them out;

@@ -14,6 +14,7 @@ pub mod slidelog;
 pub mod slidewindow;
 pub mod state;
 pub mod throttle;
+pub mod tokenbucket;
 
 use crate::error::Result;
 use crate::limit::{Request, Spec};
@@ -234,6 +235,11 @@ pub trait Algorithm: Sync {
         false
     }
 
+    /// Whether it takes `REFILL <amount>` (TOKENBUCKET).
+    fn accepts_refill(&self) -> bool {
+        false
+    }
+
     /// Whether its own command takes `COUNTALL` and `RENEW` (RL.COUNTER).
     fn takes_counter_options(&self) -> bool {
         false
@@ -278,8 +284,11 @@ pub trait Algorithm: Sync {
         crate::args::parse_limiter(
             command,
             args,
-            self.accepts_burst(),
-            self.takes_counter_options(),
+            crate::args::Accepts {
+                burst: self.accepts_burst(),
+                refill: self.accepts_refill(),
+                counts: self.takes_counter_options(),
+            },
         )
     }
 
@@ -320,6 +329,10 @@ pub trait Algorithm: Sync {
 impl crate::args::Named for &'static dyn Algorithm {
     fn accepts_burst(&self) -> bool {
         Algorithm::accepts_burst(*self)
+    }
+
+    fn accepts_refill(&self) -> bool {
+        Algorithm::accepts_refill(*self)
     }
 
     fn check_block(&self) -> Result<()> {

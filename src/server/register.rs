@@ -112,7 +112,8 @@ extern "C" fn entry<const I: usize>(ctx: Ctx, argv: *mut RString, argc: c_int) -
     run(ctx, argv, argc, command)
 }
 
-// A few to spare, so that a new command row needs no new entry.
+/// One per row of the table, and a few spare: an entry past the table answers an error
+/// and is never registered.
 const ENTRIES: [Entry; 16] = [
     entry::<0>,
     entry::<1>,

@@ -15,6 +15,8 @@ enum Algorithm: string
     /** A fixed window from the first hit: one counter at the key, its TTL the window. */
     case Counter = 'COUNTER';
     case Gcra = 'GCRA';
+    /** A token bucket refilled in steps: `refill` tokens at each whole interval (Symfony's). */
+    case TokenBucket = 'TOKENBUCKET';
     /** In-flight leases (RL.CONCURRENCY): the window is the lease ttl. */
     case Concurrency = 'CONCURRENCY';
 

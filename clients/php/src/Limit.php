@@ -26,6 +26,7 @@ final readonly class Limit
         public int $windowMs,
         public ?int $burst = null,
         public int $cost = 1,
+        public ?int $refill = null,
     ) {
         if ($name === '' || preg_match('/^[\x20-\x7e]+$/', $name) !== 1) {
             // The name goes into a structured-field string, which is printable ASCII.
@@ -40,6 +41,9 @@ final readonly class Limit
         self::amount($name, 'cost', $cost);
         if ($burst !== null) {
             self::amount($name, 'burst', $burst);
+        }
+        if ($refill !== null) {
+            self::amount($name, 'refill', $refill);
         }
         if ($algorithm === Algorithm::Gcra && $limit > $windowMs * 1000) {
             throw new InvalidArgumentException("limit '{$name}': GCRA spaces requests at least 1 µs apart, so the limit ({$limit}) may not exceed the window in microseconds (" . ($windowMs * 1000) . ')');
@@ -104,6 +108,16 @@ final readonly class Limit
     }
 
     /**
+     * A token bucket refilled in steps (RL.TOKENBUCKET, Symfony's token_bucket): it holds
+     * up to $capacity tokens and gets $refill back at each whole $interval since its first
+     * spend, all at once, never beyond the capacity.
+     */
+    public static function tokenBucket(string $name, string $key, int $capacity, int|string $interval, int $refill = 1): self
+    {
+        return new self($name, Algorithm::TokenBucket, $key, $capacity, self::windowMs($interval), null, 1, $refill);
+    }
+
+    /**
      * At most $limit requests in flight (RL.CONCURRENCY): each holds a lease that lasts
      * $ttl unless released or heartbeaten first, so a crashed worker's slot comes back.
      */
@@ -118,7 +132,7 @@ final readonly class Limit
         if ($this->algorithm === Algorithm::Concurrency) {
             throw new InvalidArgumentException('a concurrency limit holds one lease per request; it has no cost');
         }
-        return new self($this->name, $this->algorithm, $this->key, $this->limit, $this->windowMs, $this->burst, $cost);
+        return new self($this->name, $this->algorithm, $this->key, $this->limit, $this->windowMs, $this->burst, $cost, $this->refill);
     }
 
     /**
@@ -132,16 +146,20 @@ final readonly class Limit
         }
         $key = str_replace('{id}', '{' . $identity . '}', $this->key);
 
-        return new self($this->name, $this->algorithm, $key, $this->limit, $this->windowMs, $this->burst, $this->cost);
+        return new self($this->name, $this->algorithm, $key, $this->limit, $this->windowMs, $this->burst, $this->cost, $this->refill);
     }
 
-    /** @return list<string> `<key> <limit> <window> [BURST b] [COST n]` */
+    /** @return list<string> `<key> <limit> <window> [BURST b] [REFILL r] [COST n]` */
     public function arguments(): array
     {
         $args = [$this->key, (string) $this->limit, $this->windowArgument()];
         if ($this->burst !== null) {
             $args[] = 'BURST';
             $args[] = (string) $this->burst;
+        }
+        if ($this->refill !== null && $this->refill !== 1) {
+            $args[] = 'REFILL';
+            $args[] = (string) $this->refill;
         }
         if ($this->cost !== 1) {
             $args[] = 'COST';

@@ -16,8 +16,8 @@ final class Scripts
 {
     private const FILES = [
         'RL.FIXED' => 'fixed', 'RL.COUNTER' => 'counter', 'RL.SLIDECOUNT' => 'slidecount',
-        'RL.SLIDEWINDOW' => 'slidewindow', 'RL.SLIDELOG' => 'slidelog',
-        'RL.GCRA' => 'gcra', 'RL.CONCURRENCY' => 'concurrency', 'RL.THROTTLE' => 'throttle',
+        'RL.SLIDEWINDOW' => 'slidewindow', 'RL.SLIDELOG' => 'slidelog', 'RL.GCRA' => 'gcra',
+        'RL.TOKENBUCKET' => 'tokenbucket', 'RL.CONCURRENCY' => 'concurrency', 'RL.THROTTLE' => 'throttle',
         'RL.ALL' => 'all',
     ];
 

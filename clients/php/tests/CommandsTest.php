@@ -26,6 +26,7 @@ final class CommandsTest extends KitTestCase
             'FIXED' => [Limit::fixed('fixed', self::key('fixed'), 3, '10000ms')],
             'COUNTER' => [Limit::counter('counter', self::key('counter'), 3, 10)],
             'GCRA' => [Limit::gcra('gcra', self::key('gcra'), 3, 10, burst: 3)],
+            'TOKENBUCKET' => [Limit::tokenBucket('bucket', self::key('bucket'), 3, 10, refill: 3)],
         ];
     }
 

@@ -191,7 +191,7 @@ final class SymfonyTest extends KitTestCase
         self::assertSame(2, $bucket->consume(2)->getLimit());
         // As Symfony's: reserve() does not wait, the reservation is due when the token is.
         $reservation = $bucket->reserve(1, 15.0);
-        self::assertSame(10.0, round($reservation->getWaitDuration(), 3), 'due one emission interval later');
+        self::assertSame(10.0, round($reservation->getWaitDuration(), 3), 'due at the next refill step');
         self::assertSame(self::T0 + 10_000_000, (int) $reservation->getRateLimit()->getRetryAfter()->format('Uu'));
         self::assertFalse($reservation->getRateLimit()->isAccepted(), 'a future reservation, as Symfony reports it');
         try {

@@ -18,8 +18,8 @@ use Symfony\Component\RateLimiter\Reservation;
 
 /**
  * A Symfony limiter whose every decision is one module command: the limit's own
- * (RL.COUNTER, RL.SLIDEWINDOW, RL.SLIDECOUNT, RL.GCRA, RL.SLIDELOG, RL.FIXED), or one RL.ALL for several
- * limits, which spends on all of them or on none.
+ * (RL.COUNTER, RL.SLIDEWINDOW, RL.SLIDECOUNT, RL.TOKENBUCKET, RL.GCRA, RL.SLIDELOG,
+ * RL.FIXED), or one RL.ALL for several limits, which spends on all of them or on none.
  */
 final class ModuleLimiter implements LimiterInterface
 {
@@ -44,7 +44,7 @@ final class ModuleLimiter implements LimiterInterface
     public function reserve(int $tokens = 1, ?float $maxTime = null): Reservation
     {
         $algorithm = $this->limits[0]->algorithm;
-        if (count($this->limits) > 1 || !in_array($algorithm, [Algorithm::Counter, Algorithm::Fixed, Algorithm::Gcra], true)) {
+        if (count($this->limits) > 1 || !in_array($algorithm, [Algorithm::Counter, Algorithm::Fixed, Algorithm::Gcra, Algorithm::TokenBucket], true)) {
             throw new ReserveNotSupportedException(self::class);
         }
         $this->refuseOversized($tokens);
@@ -121,7 +121,8 @@ final class ModuleLimiter implements LimiterInterface
         foreach ($this->limits as $limit) {
             if ($tokens > self::size($limit)) {
                 // Symfony's two messages: the token bucket's names its burst.
-                throw new \InvalidArgumentException(sprintf('Cannot reserve more tokens (%d) than the %s of the rate limiter (%d).', $tokens, $limit->burst === null ? 'size' : 'burst size', self::size($limit)));
+                $bucket = $limit->burst !== null || $limit->algorithm === Algorithm::TokenBucket;
+                throw new \InvalidArgumentException(sprintf('Cannot reserve more tokens (%d) than the %s of the rate limiter (%d).', $tokens, $bucket ? 'burst size' : 'size', self::size($limit)));
             }
         }
     }

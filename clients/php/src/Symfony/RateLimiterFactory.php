@@ -21,7 +21,7 @@ use Symfony\Component\RateLimiter\Util\TimeUtil;
  * |------------------|----------------|
  * | `sliding_window` | RL.SLIDEWINDOW: Symfony's window, from the first consume |
  * | `fixed_window`   | RL.COUNTER: Symfony's window, from the first consume |
- * | `token_bucket`   | RL.GCRA: `rate.amount` per `rate.interval`, a burst of `limit` |
+ * | `token_bucket`   | RL.TOKENBUCKET: `limit` tokens, `rate.amount` back at each whole `rate.interval` |
  * | `sliding_log`    | RL.SLIDELOG (exact; not a Symfony policy) |
  * | `no_limit`       | Symfony's NoLimiter |
  *
@@ -95,7 +95,7 @@ final class RateLimiterFactory
         if ($c['policy'] === 'token_bucket') {
             $interval = $c['rate']['interval'] ?? throw new \LogicException("the token bucket \"{$c['id']}\" needs rate.interval");
 
-            return Limit::gcra($c['id'], $redisKey, $c['rate']['amount'], $interval, burst: $limit);
+            return Limit::tokenBucket($c['id'], $redisKey, $limit, $interval, $c['rate']['amount']);
         }
         $interval = $c['interval'] ?? throw new \LogicException("the limiter \"{$c['id']}\" needs an interval");
 
