@@ -283,6 +283,13 @@ pub fn trim(call: &Call, slot: &mut Slot, cutoff: u64) -> Result<()> {
     Ok(())
 }
 
+/// The most members one replicated ZADD or ZREM carries: a COST of a million reaches
+/// replicas and the AOF as a thousand commands of a thousand members each, not as one
+/// of two million arguments (which a replica must buffer whole before running it).
+/// The scripts write in batches of the same size (Lua's `unpack` cannot take more
+/// than a few thousand values).
+const EFFECT_BATCH: u64 = 1_000;
+
 /// Adds `count` entries at `at`, each with a fresh random suffix; a suffix that is
 /// already taken is drawn again, so every unit is counted.
 pub fn add(call: &Call, slot: &mut Slot, at: u64, count: u64) -> Result<()> {
@@ -290,27 +297,34 @@ pub fn add(call: &Call, slot: &mut Slot, at: u64, count: u64) -> Result<()> {
     let name = slot.name.ptr();
     // One score string serves every member of the replicated ZADD.
     let score = OwnedString::from_i64(ctx, i64::try_from(at).unwrap_or(i64::MAX))?;
-    let new_member = || -> Result<OwnedString> {
+    let new_member = |key: &Key| -> Result<OwnedString> {
         loop {
             let member = OwnedString::new(ctx, &log_member(at, random_bytes()))?;
-            if slot.key.zadd_new(at as f64, member.ptr)? {
+            if key.zadd_new(at as f64, member.ptr)? {
                 return Ok(member);
             }
         }
     };
     if count == 1 {
         // The usual COST: one ZADD of three strings, with no argument list to build.
-        let member = new_member()?;
+        let member = new_member(&slot.key)?;
         replicate(ctx, c"ZADD", &[name, score.ptr, member.ptr])?;
+        slot.announce(ctx, Event::Zset, c"zadd");
     } else {
-        let mut zadd = Effect::new(ctx, name);
-        for _ in 0..count {
-            let member = new_member()?;
-            zadd = zadd.string(score.ptr).string(member.ptr).keep(member);
+        // As the script's batches: one ZADD (and one event) per EFFECT_BATCH members.
+        let mut left = count;
+        while left > 0 {
+            let n = left.min(EFFECT_BATCH);
+            let mut zadd = Effect::new(ctx, name);
+            for _ in 0..n {
+                let member = new_member(&slot.key)?;
+                zadd = zadd.string(score.ptr).string(member.ptr).keep(member);
+            }
+            zadd.replicate(c"ZADD")?;
+            slot.announce(ctx, Event::Zset, c"zadd");
+            left -= n;
         }
-        zadd.replicate(c"ZADD")?;
     }
-    slot.announce(ctx, Event::Zset, c"zadd");
     if let Some(log) = &mut slot.log {
         log.total = log.total.saturating_add(count);
         log.changed();
@@ -318,7 +332,8 @@ pub fn add(call: &Call, slot: &mut Slot, at: u64, count: u64) -> Result<()> {
     Ok(())
 }
 
-/// REFUND: removes the `count` newest entries inside the window, as one ZREM.
+/// REFUND: removes the `count` newest entries inside the window, replicated as ZREMs
+/// of at most EFFECT_BATCH members.
 pub fn remove_newest(call: &Call, slot: &mut Slot, count: u64, cutoff: u64) -> Result<()> {
     let ctx = call.ctx;
     let name = slot.name.ptr();
@@ -338,11 +353,13 @@ pub fn remove_newest(call: &Call, slot: &mut Slot, count: u64, cutoff: u64) -> R
     for m in &doomed {
         slot.key.zrem(m.ptr)?;
     }
-    doomed
-        .iter()
-        .fold(Effect::new(ctx, name), |zrem, m| zrem.string(m.ptr))
-        .replicate(c"ZREM")?;
-    slot.announce(ctx, Event::Zset, c"zrem");
+    for batch in doomed.chunks(EFFECT_BATCH as usize) {
+        batch
+            .iter()
+            .fold(Effect::new(ctx, name), |zrem, m| zrem.string(m.ptr))
+            .replicate(c"ZREM")?;
+        slot.announce(ctx, Event::Zset, c"zrem");
+    }
     if slot.key.kind() == Kind::Empty {
         slot.announce(ctx, Event::Generic, c"del");
     }

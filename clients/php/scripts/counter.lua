@@ -25,7 +25,6 @@ local MAX_WINDOW_MS = 315360000000
 local MIN_NOW_US = 94694400000000
 local MAX_NOW_US = 9007199254740991
 local MAX_LOG_LIMIT = 1000000
-local MAX_LOG_COST = 1000
 local MAX_LIMITS = 16
 local MAX_ARGS = 14
 local TRIM_BATCH = 1000
@@ -629,7 +628,7 @@ A.SLIDECOUNT.refund = counter_refund
 A.SLIDELOG = { log_layout = 'a sliding log (entries scored in unix microseconds up to 2255)' }
 function A.SLIDELOG.check(spec)
   if spec.limit > MAX_LOG_LIMIT then E_positive('limit', MAX_LOG_LIMIT) end
-  if spec.cost > MAX_LOG_COST then E_positive('COST', MAX_LOG_COST) end
+  if spec.cost > MAX_LOG_LIMIT then E_positive('COST', MAX_LOG_LIMIT) end
 end
 function A.SLIDELOG.keys(spec, base, now)
   return { { name = base, kind = 'log', cutoff = math.max(now - spec.w, 0), written = true } }
@@ -1275,6 +1274,41 @@ local function member_at(at)
   return str(at) .. ':' .. string.format('%04x%04x', math.random(0, 65535), math.random(0, 65535))
 end
 
+-- Lua's unpack takes at most a few thousand values (the C stack), so members go to
+-- Redis in commands of at most WRITE_BATCH each, as the module replicates them.
+local WRITE_BATCH = 1000
+
+local function zrem_all(name, members)
+  for i = 1, #members, WRITE_BATCH do
+    redis.call('ZREM', name, unpack(members, i, math.min(i + WRITE_BATCH - 1, #members)))
+  end
+end
+
+-- `count` new members at `at`, a batch per ZADD; a suffix already taken is drawn
+-- again, so every unit is counted.
+local function add_members(name, at, count)
+  local score = str(at)
+  local left = count
+  while left > 0 do
+    local want = math.min(left, WRITE_BATCH)
+    local args, seen, n = {}, {}, 0
+    while n < want do
+      local m = member_at(at)
+      if not seen[m] then
+        seen[m] = true
+        args[#args + 1] = score
+        args[#args + 1] = m
+        n = n + 1
+      end
+    end
+    local added = redis.call('ZADD', name, 'NX', unpack(args))
+    while added < want do
+      added = added + redis.call('ZADD', name, 'NX', score, member_at(at))
+    end
+    left = left - want
+  end
+end
+
 local function apply(l, w)
   local op = w.op
   local name = w.key and l.uses[w.key].name
@@ -1306,30 +1340,15 @@ local function apply(l, w)
       redis.call('ZREMRANGEBYSCORE', name, '-inf', str(w.cutoff))
     elseif expired > TRIM_BATCH then
       local doomed = redis.call('ZRANGEBYSCORE', name, '-inf', str(w.cutoff), 'LIMIT', '0', str(TRIM_BATCH))
-      redis.call('ZREM', name, unpack(doomed))
+      zrem_all(name, doomed)
     end
   elseif op == 'add' then
-    local args, seen, n = {}, {}, 0
-    local score = str(w.at)
-    while n < w.count do
-      local m = member_at(w.at)
-      if not seen[m] then
-        seen[m] = true
-        args[#args + 1] = score
-        args[#args + 1] = m
-        n = n + 1
-      end
-    end
-    local added = redis.call('ZADD', name, 'NX', unpack(args))
-    -- A suffix already taken is drawn again, so every unit is counted.
-    while added < w.count do
-      added = added + redis.call('ZADD', name, 'NX', score, member_at(w.at))
-    end
+    add_members(name, w.at, w.count)
   elseif op == 'expire' then
     redis.call('PEXPIRE', name, str(w.ttl))
   elseif op == 'remove_newest' then
     local doomed = redis.call('ZREVRANGEBYSCORE', name, '+inf', '(' .. str(w.cutoff), 'LIMIT', '0', str(w.count))
-    if #doomed > 0 then redis.call('ZREM', name, unpack(doomed)) end
+    zrem_all(name, doomed)
   elseif op == 'del' then
     redis.call('DEL', name)
   elseif op == 'zadd_member' then
