@@ -312,17 +312,19 @@ pub fn add(call: &Call, slot: &mut Slot, at: u64, count: u64) -> Result<()> {
         slot.announce(ctx, Event::Zset, c"zadd");
     } else {
         // As the script's batches: one ZADD (and one event) per EFFECT_BATCH members.
-        let mut left = count;
-        while left > 0 {
-            let n = left.min(EFFECT_BATCH);
+        for batch in sorted_suffixes(count).chunks(EFFECT_BATCH as usize) {
             let mut zadd = Effect::new(ctx, name);
-            for _ in 0..n {
-                let member = new_member(&slot.key)?;
+            for &suffix in batch {
+                let member = OwnedString::new(ctx, &log_member(at, suffix.to_be_bytes()))?;
+                let member = if slot.key.zadd_new(at as f64, member.ptr)? {
+                    member
+                } else {
+                    new_member(&slot.key)?
+                };
                 zadd = zadd.string(score.ptr).string(member.ptr).keep(member);
             }
             zadd.replicate(c"ZADD")?;
             slot.announce(ctx, Event::Zset, c"zadd");
-            left -= n;
         }
     }
     if let Some(log) = &mut slot.log {
@@ -445,6 +447,22 @@ fn random_bytes() -> [u8; 4] {
     z ^= z >> 31;
     let [a, b, c, d, ..] = z.to_le_bytes();
     [a, b, c, d]
+}
+
+/// `count` distinct random suffixes, ascending. Members added in their sorted order
+/// each land next to the one before in the sorted set, on a path still in the cache;
+/// in random order each insertion misses the cache on most levels of the skip list,
+/// which makes a million members about four times slower.
+fn sorted_suffixes(count: u64) -> Vec<u32> {
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    let mut suffixes: Vec<u32> = Vec::with_capacity(count);
+    while suffixes.len() < count {
+        let missing = count - suffixes.len();
+        suffixes.extend((0..missing).map(|_| u32::from_be_bytes(random_bytes())));
+        suffixes.sort_unstable();
+        suffixes.dedup();
+    }
+    suffixes
 }
 
 fn to_i64(n: u64) -> i64 {
