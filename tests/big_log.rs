@@ -124,9 +124,10 @@ fn command_stat(c: &mut Connection, command: &str, field: &str) -> u64 {
 
 /// The libraries' stores take any cost up to the limit (limits' moving window pushes
 /// one list entry per unit): COST 999,999 on a limit of 1,000,000 adds 999,999
-/// members at once, the next unit fits and the one after is denied. A replica without
-/// the module receives the members as ZADDs of at most 1,000 each and ends with the
-/// same log. The call's time on the server is printed, not asserted.
+/// members at once, the next unit fits and the one after is denied; a REFUND takes
+/// 999,999 back. A replica without the module receives the members as ZADDs (and the
+/// REFUND as ZREMs) of at most 1,000 each and ends with the same log. The call's time
+/// on the server is printed, not asserted.
 #[test]
 fn a_cost_up_to_the_limit_is_admitted_and_replicated_in_batches() {
     let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
@@ -180,6 +181,18 @@ fn a_cost_up_to_the_limit_is_admitted_and_replicated_in_batches() {
     );
     // 1,000 ZADDs for the 999,999 (999 of 1,000 and one of 999), one for the last unit.
     assert_eq!(command_stat(&mut r, "zadd", "calls"), 1_001);
+
+    // A REFUND of the 999,999 removes the newest 999,999 (one of them the last unit's,
+    // at T0 + 1), reaching the replica as 1,000 ZREMs.
+    let d = rl(&mut c, &format!("{log} COST 999999 NOW {} REFUND", T0 + 3));
+    assert_eq!((d.0, d.1), (1, 0));
+    assert_eq!(card(&mut c), 1);
+    wait_replicas(&mut c);
+    assert!(
+        members(&mut c) == members(&mut r),
+        "the replica's log differs"
+    );
+    assert_eq!(command_stat(&mut r, "zrem", "calls"), 1_000);
 }
 
 fn wait_replicas(c: &mut Connection) {
