@@ -150,8 +150,9 @@ fn set_mode(mode: &mut Option<Mode>, name: &'static str) -> Result<()> {
     }
 }
 
-/// The most limits one RL.ALL call may check: each is a few keys opened and up to
-/// MAX_LOG_COST members added, so the call's work stays bounded.
+/// The most limits one RL.ALL call may check: each is a few keys opened and, for a
+/// SLIDELOG limit, up to its COST members added (at most MAX_LOG_LIMIT), so the
+/// call's work stays bounded.
 pub const MAX_LIMITS: u64 = 16;
 
 /// What RL.ALL's parser must know of the algorithm a limit names. The parser sits

@@ -192,7 +192,7 @@ pub static COMMANDS: [Command; 14] = [
         c"write",
         &SlideLog,
         c"Sliding-window log limiter: exact, one sorted-set entry per admitted unit",
-        c"O(log(N)) with N the entries in the log, plus O(M) for M expired entries removed (at most 1000) and COST entries added",
+        c"O(log(N)) with N the entries in the log, plus O(M) for M expired entries removed (at most 1000), plus O(COST * log(N)) for the COST entries added (COST at most 1000000)",
         LIMITER_ARGS,
     ),
     limiter(

@@ -812,7 +812,7 @@ fn every_malformed_part_is_refused_and_writes_nothing() {
         (format!("RL.ALL 1 {ok1} NOW abc"), "ERR NOW must be unix time in microseconds between 1973 and 2255"),
         (format!("RL.ALL 1 {ok1} NOW 9007199254740992"), "ERR NOW must be unix time in microseconds between 1973 and 2255"),
         // limits a single command refuses too
-        (format!("RL.ALL 2 FIXED {{u}}:a 5 10 SLIDELOG {{u}}:l2 5000 10 COST 1001 NOW {n}"), "ERR COST must be a positive integer no larger than 1000"),
+        (format!("RL.ALL 2 FIXED {{u}}:a 5 10 SLIDELOG {{u}}:l2 5000 10 COST 1000001 NOW {n}"), "ERR COST must be a positive integer no larger than 1000000"),
         (format!("RL.ALL 2 {ok1} GCRA {{u}}:a 2000 1ms NOW {n}"), "ERR RL.GCRA spaces requests at least 1 µs apart"),
     ];
     let type_cases: Vec<(String, &str)> = vec![

@@ -106,3 +106,96 @@ fn expired_entries_before_the_window_do_not_shift_the_rank() {
     let card: u64 = redis::cmd("ZCARD").arg("mixed").query(&mut c).unwrap();
     assert_eq!(card, MEMBERS - 1_000);
 }
+
+/// `INFO commandstats` field `field` (calls, usec) of `command`, 0 if never called.
+fn command_stat(c: &mut Connection, command: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+    let prefix = format!("cmdstat_{command}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|stats| {
+            stats.split(',').find_map(|kv| {
+                let (k, v) = kv.split_once('=')?;
+                (k == field).then(|| v.parse().ok())?
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// The libraries' stores take any cost up to the limit (limits' moving window pushes
+/// one list entry per unit): COST 999,999 on a limit of 1,000,000 adds 999,999
+/// members at once, the next unit fits and the one after is denied; a REFUND takes
+/// 999,999 back. A replica without the module receives the members as ZADDs (and the
+/// REFUND as ZREMs) of at most 1,000 each and ends with the same log. The call's time
+/// on the server is printed, not asserted.
+#[test]
+fn a_cost_up_to_the_limit_is_admitted_and_replicated_in_batches() {
+    let primary = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = primary.port.to_string();
+    let replica = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
+    wait_link(&primary, &replica);
+    let mut c = primary.conn();
+    let mut r = replica.conn();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+
+    let log = "RL.SLIDELOG huge 1000000 60";
+    let d = rl(&mut c, &format!("{log} COST 999999 NOW {T0}"));
+    assert_eq!(d, (1, 1, 0, 60_000));
+    let usec = command_stat(&mut c, "rl.slidelog", "usec");
+    println!("RL.SLIDELOG COST 999999: {usec} µs on the server");
+    let card = |c: &mut Connection| -> u64 { redis::cmd("ZCARD").arg("huge").query(c).unwrap() };
+    assert_eq!(card(&mut c), 999_999);
+    let at_t0: u64 = redis::cmd("ZCOUNT")
+        .arg("huge")
+        .arg(T0)
+        .arg(T0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(at_t0, 999_999);
+
+    // The last unit fits once; the next waits for the 999,999 to leave, 60 s after T0.
+    assert_eq!(
+        rl(&mut c, &format!("{log} NOW {}", T0 + 1)),
+        (1, 0, 0, 60_000)
+    );
+    assert_eq!(
+        rl(&mut c, &format!("{log} NOW {}", T0 + 2)),
+        (0, 0, 60_000, 60_000)
+    );
+    assert_eq!(card(&mut c), 1_000_000);
+
+    wait_replicas(&mut c);
+    assert_eq!(card(&mut r), 1_000_000);
+    let members = |c: &mut Connection| -> Vec<(String, u64)> {
+        redis::cmd("ZRANGE")
+            .arg("huge")
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(c)
+            .unwrap()
+    };
+    assert!(
+        members(&mut c) == members(&mut r),
+        "the replica's log differs"
+    );
+    // 1,000 ZADDs for the 999,999 (999 of 1,000 and one of 999), one for the last unit.
+    assert_eq!(command_stat(&mut r, "zadd", "calls"), 1_001);
+
+    // A REFUND of the 999,999 removes the newest 999,999 (one of them the last unit's,
+    // at T0 + 1), reaching the replica as 1,000 ZREMs.
+    let d = rl(&mut c, &format!("{log} COST 999999 NOW {} REFUND", T0 + 3));
+    assert_eq!((d.0, d.1), (1, 0));
+    assert_eq!(card(&mut c), 1);
+    wait_replicas(&mut c);
+    assert!(
+        members(&mut c) == members(&mut r),
+        "the replica's log differs"
+    );
+    assert_eq!(command_stat(&mut r, "zrem", "calls"), 1_000);
+}
+
+fn wait_replicas(c: &mut Connection) {
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(30_000).query(c).unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge within 30 s");
+}

@@ -218,14 +218,21 @@ fn slidelog_limit_and_cost_bounds() {
     );
     refused(
         &mut c,
-        &format!("RL.SLIDELOG rl:log 10 10 COST 1001 NOW {now}"),
-        "ERR COST must be a positive integer no larger than 1000",
+        &format!("RL.SLIDELOG rl:log 10 10 COST 1000001 NOW {now}"),
+        "ERR COST must be a positive integer no larger than 1000000",
     );
     refused(
         &mut c,
-        &format!("RL.SLIDELOG rl:log 1000000 10 COST 1001 NOW {now} PEEK"),
-        "ERR COST must be a positive integer no larger than 1000",
+        &format!("RL.SLIDELOG rl:log 1000000 10 COST 1000001 NOW {now} PEEK"),
+        "ERR COST must be a positive integer no larger than 1000000",
     );
+    // A COST above the limit but within the bound never fits, and writes nothing.
+    let r = rl(
+        &mut c,
+        &format!("RL.SLIDELOG rl:log 10 10 COST 1000000 NOW {now}"),
+    );
+    assert_eq!((r.0, r.1, r.2, r.3), (0, 10, -1, 0));
+    assert_eq!(zcard(&mut c, "rl:log"), 0);
     // COST 1,000 adds 1,000 distinct members at once.
     let r = rl(
         &mut c,

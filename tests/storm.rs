@@ -598,7 +598,7 @@ fn invalid_call(rng: &mut StdRng, t: &Tracked, now: u64) -> Vec<Vec<u8>> {
         7 => args.push(b(["COST", "NOW", "BURST"].choose(rng).unwrap())),
         8 => args.truncate(rng.gen_range(2..=3)),
         9 if t.algo == Algo::Log => args[2] = b("1000001"),
-        10 if t.algo == Algo::Log => args.extend([b("COST"), b("1001")]),
+        10 if t.algo == Algo::Log => args.extend([b("COST"), b("1000001")]),
         11 if t.algo == Algo::Gcra => args.extend([b("BURST"), b("0")]),
         11 => args.extend([b("BURST"), b("2")]),
         12 => {

@@ -12,10 +12,9 @@ use crate::error::{Error, Result};
 use crate::limit::{Spec, Window};
 
 /// A log's size is bounded so that no single call adds or scans an unbounded set.
+/// COST has the same bound: each unit is one member added in the call, as the
+/// libraries' own stores add one list entry per unit, so a call's work is O(COST).
 pub const MAX_LOG_LIMIT: u64 = 1_000_000;
-
-/// Each unit of COST is one member added in the call, so COST is bounded too.
-pub const MAX_LOG_COST: u64 = 1_000;
 
 /// The greatest timestamp that is already out of the window at `now`.
 pub fn cutoff(now: u64, window: Window) -> u64 {
@@ -111,10 +110,10 @@ impl Algorithm for SlideLog {
                 max: MAX_LOG_LIMIT,
             });
         }
-        if spec.cost > MAX_LOG_COST {
+        if spec.cost > MAX_LOG_LIMIT {
             return Err(Error::NotPositive {
                 name: "COST",
-                max: MAX_LOG_COST,
+                max: MAX_LOG_LIMIT,
             });
         }
         Ok(())

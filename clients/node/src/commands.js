@@ -46,10 +46,10 @@ export class RateLimitConfigError extends TypeError {
 }
 
 // The module's bounds (src/args.rs): amounts 1..=10^18, windows up to 10 years, RL.SLIDELOG
-// adds at most 1,000 members a call.
+// holds at most 1,000,000 members (one per unit), so its cost is at most that too.
 const MAX_AMOUNT = 1e18;
 const MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000;
-const MAX_LOG_COST = 1000;
+const MAX_LOG_LIMIT = 1_000_000;
 const WINDOW_FORMATS = "a number of seconds (60) or a string '60', '60s' or '1500ms', positive, at most 10 years";
 
 const wholeAmount = (n) => Number.isInteger(n) && n >= 1 && n <= MAX_AMOUNT;
@@ -128,8 +128,8 @@ function costOf(limit, cost) {
     throw new RateLimitConfigError(`redis-rl: cost must be a whole number from 1 to 10^18 (or a string of digits, '5'), or an object of such costs by limit name; got ${JSON.stringify(cost)}`);
   }
   const word = algorithmWord(limit);
-  if (word === 'SLIDELOG' && n > MAX_LOG_COST) {
-    throw new RateLimitConfigError(`redis-rl: limit "${policyName(limit)}": a slidelog call spends at most ${MAX_LOG_COST} (one log entry each); got cost ${n}: use slidecount, fixed, counter or gcra for large costs`);
+  if (word === 'SLIDELOG' && n > MAX_LOG_LIMIT) {
+    throw new RateLimitConfigError(`redis-rl: limit "${policyName(limit)}": a slidelog call spends at most ${MAX_LOG_LIMIT}, its largest limit (one log entry each); got cost ${n}: use slidecount, fixed, counter or gcra for larger costs`);
   }
   if (word === 'CONCURRENCY' && n !== 1) {
     throw new RateLimitConfigError(`redis-rl: concurrency limit "${policyName(limit)}": a lease is one slot; cost must be 1, got ${n}`);

@@ -155,7 +155,12 @@ for (const [lib, connect] of Object.entries(standalone)) {
         for (const [cost, message] of [['5x', /cost must be a whole number/], [0, /cost must be/], [-1, /cost must be/], [1.5, /cost must be/]]) {
           await assert.rejects(rl.check(limit, 'someone', { cost }), message);
         }
-        await assert.rejects(rl.check({ ...limit, algorithm: 'slidelog' }, 'someone', { cost: 1001 }), /at most 1000/);
+        await assert.rejects(rl.check({ ...limit, algorithm: 'slidelog' }, 'someone', { cost: 1_000_001 }), /at most 1000000, its largest limit/);
+        // Any cost up to that goes to Redis: above the limit it never fits.
+        const log = { ...limit, algorithm: 'slidelog', limit: 2000 };
+        assert.equal((await rl.check(log, 'costly', { cost: 1500 })).remaining, 500);
+        const never = await rl.check(log, 'costly', { cost: 2001 });
+        assert.deepEqual([never.allowed, never.retryAfter], [false, Infinity]);
         const slot = { algorithm: 'concurrency', limit: 2, window: 30 };
         await assert.rejects(rl.acquire(slot, 'someone', ''), /needs a lease id/);
         await assert.rejects(rl.check(slot, 'someone', { cost: 2, lease: 'a' }), /a lease is one slot/);

@@ -16,7 +16,6 @@ final readonly class Limit
     public const MAX_AMOUNT = 1_000_000_000_000_000;
     public const MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000;
     public const MAX_LOG_LIMIT = 1_000_000;
-    public const MAX_LOG_COST = 1_000;
 
     private function __construct(
         public string $name,
@@ -48,9 +47,10 @@ final readonly class Limit
         if ($algorithm === Algorithm::Gcra && $limit > $windowMs * 1000) {
             throw new InvalidArgumentException("limit '{$name}': GCRA spaces requests at least 1 µs apart, so the limit ({$limit}) may not exceed the window in microseconds (" . ($windowMs * 1000) . ')');
         }
-        if ($algorithm === Algorithm::SlideLog && ($limit > self::MAX_LOG_LIMIT || $cost > self::MAX_LOG_COST)) {
-            // One member per unit: the log's size and a call's work stay bounded.
-            throw new InvalidArgumentException("limit '{$name}': a sliding log holds at most " . self::MAX_LOG_LIMIT . ' units and a call adds at most ' . self::MAX_LOG_COST . ", got limit {$limit}, cost {$cost}");
+        if ($algorithm === Algorithm::SlideLog && ($limit > self::MAX_LOG_LIMIT || $cost > self::MAX_LOG_LIMIT)) {
+            // One member per unit: the log's size and a call's work stay bounded. A cost
+            // above the limit (and within the bound) is no mistake: it never fits.
+            throw new InvalidArgumentException("limit '{$name}': a sliding log holds at most " . self::MAX_LOG_LIMIT . " units and a call adds at most as many, got limit {$limit}, cost {$cost}");
         }
         if ($algorithm === Algorithm::Concurrency && $cost !== 1) {
             throw new InvalidArgumentException("limit '{$name}': a concurrency limit holds one lease per request; it has no cost");

@@ -69,6 +69,15 @@ final class CommandsTest extends KitTestCase
         self::assertNull($d->retryAfterSeconds());
     }
 
+    public function testASlidingLogCallTakesAnyCostUpToItsLimit(): void
+    {
+        $rl = $this->limiter(clock: new ManualClock(self::T0));
+        $log = Limit::slideLog('log', self::key('costly'), 2000, 60);
+
+        self::assertSame(500, $rl->hit($log->withCost(1500))->remaining);
+        self::assertTrue($rl->hit($log->withCost(2001))->neverAdmitted());
+    }
+
     /** @dataProvider limits */
     public function testRefundGivesUnitsBack(Limit $limit): void
     {

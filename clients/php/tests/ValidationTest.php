@@ -30,7 +30,7 @@ final class ValidationTest extends KitTestCase
         yield 'burst 0' => [static fn () => Limit::gcra('a', 'k', 10, 60, burst: 0), 'burst must be a positive integer'];
         yield 'cost 0' => [static fn () => Limit::fixed('a', 'k', 10, 60)->withCost(0), 'cost must be a positive integer'];
         yield 'gcra faster than 1 µs' => [static fn () => Limit::gcra('a', 'k', 2000, '1ms'), 'GCRA spaces requests at least 1 µs apart'];
-        yield 'sliding log cost above 1000' => [static fn () => Limit::slideLog('a', 'k', 5000, 60)->withCost(1001), 'a call adds at most 1000'];
+        yield 'sliding log cost above 1000000' => [static fn () => Limit::slideLog('a', 'k', 5000, 60)->withCost(1_000_001), 'a call adds at most as many, got limit 5000, cost 1000001'];
         yield 'empty key' => [static fn () => Limit::fixed('a', '', 10, 60), 'the key must not be empty'];
         yield 'concurrency with a cost' => [static fn () => Limit::concurrency('c', 'k', 2, 30)->withCost(2), 'a concurrency limit holds one lease per request'];
         yield 'middleware key without {id}' => [static fn () => new \RedisRl\Middleware\RateLimitMiddleware(

@@ -67,8 +67,8 @@ def test_cost_type_and_slidelog_cap() -> None:
         rl.check(Limit.fixed("f", "rl:{v}", 10, 1), True)
     with pytest.raises(TypeError, match=r"cost must be an integer, not 1\.5"):
         rl.check(Limit.fixed("f", "rl:{v}", 10, 1), 1.5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="log: cost must be from 1 to 1000"):
-        rl.check(Limit.slidelog("log", "rl:{v}", 5000, 1), 1001)
+    with pytest.raises(ValueError, match="log: cost must be from 1 to 1000000,"):
+        rl.check(Limit.slidelog("log", "rl:{v}", 5000, 1), 1_000_001)
 
 
 def test_concurrency_cost_and_lease_ids() -> None:
@@ -106,19 +106,20 @@ def test_asyncio_validates_the_same(server: Server) -> None:
     asyncio.run(scenario())
 
 
-def test_limits_storage_moving_window_cost_cap_and_incr_counter(server: Server) -> None:
-    """The `limits` storage's answers where the module has a bound: a moving-window cost
-    above RL.SLIDELOG's cap is refused with the cap named (a cost above the limit is
-    simply denied, as stock), and incr returns the counter the API promises."""
+def test_limits_storage_moving_window_cost_and_incr_counter(server: Server) -> None:
+    """The `limits` storage's answers where the module has a bound: a moving-window hit
+    takes any cost up to its limit, as stock (one log member per unit), a cost above
+    the limit is simply denied, and incr returns the counter the API promises."""
     from limits import RateLimitItemPerMinute
     from limits.storage import storage_from_string
 
-    from redis_rl.limits_storage import CostTooLarge
+    import redis_rl.limits_storage  # noqa: F401  registers redis+rl://
 
     storage = storage_from_string(server.url.replace("redis://", "redis+rl://"))
-    big = RateLimitItemPerMinute(1_000_000)
-    with pytest.raises(CostTooLarge, match="above RL.SLIDELOG's cap of 1000"):
-        storage.acquire_entry(big.key_for("cap"), big.amount, big.get_expiry(), amount=1001)
+    big = RateLimitItemPerMinute(10_000)
+    assert storage.acquire_entry(big.key_for("cost"), big.amount, big.get_expiry(), amount=5_000) is True
+    assert storage.get_moving_window(big.key_for("cost"), big.amount, big.get_expiry())[1] == 5_000
+    assert storage.acquire_entry(big.key_for("cost"), big.amount, big.get_expiry(), amount=5_001) is False
     small = RateLimitItemPerMinute(10)
     assert storage.acquire_entry(small.key_for("cap"), small.amount, small.get_expiry(), amount=5000) is False
     one = RateLimitItemPerMinute(1)

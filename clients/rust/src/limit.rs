@@ -6,8 +6,9 @@ use crate::error::Error;
 
 /// The module's bounds (its reference: Replies and errors, Limits of the input).
 const MAX_NUMBER: u64 = 1_000_000_000_000_000;
+/// The largest RL.SLIDELOG and RL.CONCURRENCY limit (a set member per unit), and so
+/// RL.SLIDELOG's largest cost.
 const MAX_MEMBERS: u64 = 1_000_000;
-const MAX_LOG_COST: u64 = 1_000;
 const MAX_WINDOW: Duration = Duration::from_secs(315_360_000);
 
 /// The module's limiters. `Counter` is a fixed window that starts at a caller's first hit
@@ -325,8 +326,8 @@ impl Limit {
             Algorithm::Concurrency if cost != 1 => {
                 invalid(format!("a lease is one slot: the cost must be 1, not {cost}"))
             }
-            Algorithm::SlideLog if cost == 0 || cost > MAX_LOG_COST => invalid(format!(
-                "the cost must be from 1 to {MAX_LOG_COST} for RL.SLIDELOG (each unit is a log entry), not {cost}"
+            Algorithm::SlideLog if cost == 0 || cost > MAX_MEMBERS => invalid(format!(
+                "the cost must be from 1 to {MAX_MEMBERS} for RL.SLIDELOG (each unit is a log entry), not {cost}"
             )),
             _ if cost == 0 || cost > MAX_NUMBER => invalid(format!(
                 "the cost must be from 1 to {MAX_NUMBER}, not {cost}"
@@ -683,10 +684,13 @@ mod validation {
             panic!("COST 2 on a lease was accepted");
         };
         assert!(reason.contains("a lease is one slot"), "{reason}");
+        // RL.SLIDELOG: any cost up to its largest limit (above its own, it never fits).
         assert!(Limit::slidelog("l", "k", 5, s)
-            .validate_cost(1_001)
+            .validate_cost(1_000_001)
             .is_err());
-        assert!(Limit::slidelog("l", "k", 5, s).validate_cost(1_000).is_ok());
+        assert!(Limit::slidelog("l", "k", 5, s)
+            .validate_cost(1_000_000)
+            .is_ok());
         assert!(Limit::fixed("f", "k", 5, s).validate_cost(0).is_err());
         // A cost above the limit is legal: the module answers "never" (-1).
         assert!(Limit::fixed("f", "k", 5, s).validate_cost(9).is_ok());

@@ -31,8 +31,8 @@ MAX_AMOUNT = 10**15
 """Largest limit, burst and cost the module accepts."""
 MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000
 """Longest window: ten years."""
-MAX_LOG_COST = 1000
-"""RL.SLIDELOG's largest cost: each unit is one sorted-set member."""
+MAX_LOG_LIMIT = 1_000_000
+"""RL.SLIDELOG's largest limit, and so its largest cost: each unit is one sorted-set member."""
 MAX_LIMITS = 16
 """Most limits in one RL.ALL."""
 
@@ -74,7 +74,7 @@ def check_cost(limit: "Limit", cost: Any) -> int:
     """What the module would refuse for this limit's cost, raised here."""
     if limit.algorithm == "CONCURRENCY" and cost != 1:
         raise ValueError(f"{limit.name}: a lease is one slot, a CONCURRENCY limit takes no cost (got {cost!r})")
-    return amount(f"{limit.name}: cost", cost, MAX_LOG_COST if limit.algorithm == "SLIDELOG" else MAX_AMOUNT)
+    return amount(f"{limit.name}: cost", cost, MAX_LOG_LIMIT if limit.algorithm == "SLIDELOG" else MAX_AMOUNT)
 
 
 def check_lease(lease: Any) -> str:

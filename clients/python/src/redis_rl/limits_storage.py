@@ -340,8 +340,8 @@ class RedisRLStorage(_OnRedisRL, Storage, MovingWindowSupport, SlidingWindowCoun
 
     # The moving-window strategy, on RL.SLIDELOG.
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
-        if not _moving_cost_fits(limit, amount):
-            return False
+        if amount > limit:
+            return False  # never fits: stock answers without a call, and so do we
         return self._hit(self.keys.limit("SLIDELOG", key, limit, expiry), amount)
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
@@ -425,8 +425,8 @@ class AsyncRedisRLStorage(
         _raised(self.settings, await self.limiter.check_all(limits, mode="reset"))
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
-        if not _moving_cost_fits(limit, amount):
-            return False
+        if amount > limit:
+            return False  # never fits: stock answers without a call, and so do we
         return await self._hit(self.keys.limit("SLIDELOG", key, limit, expiry), amount)
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
@@ -450,29 +450,6 @@ class AsyncRedisRLStorage(
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         _raised(self.settings, await self.limiter.reset(self.keys.limit("SLIDECOUNT", key, expiry=expiry)))
-
-
-MOVING_MAX_COST = 1000
-"""RL.SLIDELOG's largest cost: each unit is one sorted-set member written on the Redis
-thread, so a cost of a million would stall every other client for that long."""
-
-
-class CostTooLarge(ValueError):
-    """A moving-window hit whose cost is above RL.SLIDELOG's cap (and within the limit)."""
-
-
-def _moving_cost_fits(limit: int, amount: int) -> bool:
-    """False when the hit can never fit (the library's answer, as stock); raises when
-    it could fit but is above the cap, which we keep: a clear error, not a wrong answer."""
-    if amount > limit:
-        return False
-    if amount > MOVING_MAX_COST:
-        raise CostTooLarge(
-            f"redis+rl: a moving-window hit of cost {amount} is above RL.SLIDELOG's cap of "
-            f"{MOVING_MAX_COST} (each unit is one sorted-set member, written on the Redis thread); "
-            "use the fixed-window or sliding-window-counter strategy, which take any cost"
-        )
-    return True
 
 
 ELASTIC_REFUSED = (

@@ -43,7 +43,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
             # the suite's default async client is coredis; redis-py is what ours uses
             values["args"] = {"implementation": "redispy"} if is_async else {}
         else:
-            values["args"] = {}
+            # The stock storage waits for a reply without a timeout; ours gives up after
+            # 0.25 s by default (a limiter's budget), and the suite's moving-window hit of
+            # cost 999,999 holds the Redis thread for about a second (a member per unit).
+            values["args"] = {"timeout": 30}
             if "expected_instance" in params:
                 values["expected_instance"] = AsyncRedisRLStorage if is_async else RedisRLStorage
         rl_shim.swap_params(item, values, "rl_server")
