@@ -25,7 +25,6 @@ local MAX_WINDOW_MS = 315360000000
 local MIN_NOW_US = 94694400000000
 local MAX_NOW_US = 9007199254740991
 local MAX_LOG_LIMIT = 1000000
-local MAX_LOG_COST = 1000
 local MAX_LIMITS = 16
 local MAX_ARGS = 14
 local TRIM_BATCH = 1000
@@ -719,7 +718,7 @@ end
 A.SLIDELOG = { log_layout = 'a sliding log (entries scored in unix microseconds up to 2255)' }
 function A.SLIDELOG.check(spec)
   if spec.limit > MAX_LOG_LIMIT then E_positive('limit', MAX_LOG_LIMIT) end
-  if spec.cost > MAX_LOG_COST then E_positive('COST', MAX_LOG_COST) end
+  if spec.cost > MAX_LOG_LIMIT then E_positive('COST', MAX_LOG_LIMIT) end
 end
 function A.SLIDELOG.keys(spec, base, now)
   return { { name = base, kind = 'log', cutoff = math.max(now - spec.w, 0), written = true } }
@@ -1456,13 +1455,58 @@ local function reload(l)
 end
 
 local hex_seeded = false
-local function member_at(at)
+local function random_suffix()
   if not hex_seeded then
     local t = redis.call('TIME')
     math.randomseed(tonumber(t[2]) + tonumber(t[1]) % 1000 * 1000000)
     hex_seeded = true
   end
-  return str(at) .. ':' .. string.format('%04x%04x', math.random(0, 65535), math.random(0, 65535))
+  return math.random(0, 65535) * 65536 + math.random(0, 65535)
+end
+
+local function member_of(at, suffix)
+  return str(at) .. ':' .. string.format('%04x%04x', math.floor(suffix / 65536), suffix % 65536)
+end
+
+-- Lua's unpack takes at most a few thousand values (the C stack), so members go to
+-- Redis in commands of at most WRITE_BATCH each, as the module replicates them.
+local WRITE_BATCH = 1000
+
+local function zrem_all(name, members)
+  for i = 1, #members, WRITE_BATCH do
+    redis.call('ZREM', name, unpack(members, i, math.min(i + WRITE_BATCH - 1, #members)))
+  end
+end
+
+-- `count` new members at `at`, a batch per ZADD. The suffixes are drawn up front and
+-- added in ascending order, as the module adds them: each member lands next to the
+-- one before in the sorted set, a quarter of the time random order takes. A suffix
+-- drawn twice or already taken is drawn again, so every unit is counted.
+local function add_members(name, at, count)
+  local score = str(at)
+  local suffixes = {}
+  for i = 1, count do suffixes[i] = random_suffix() end
+  table.sort(suffixes)
+  local args, added, last = {}, 0, nil
+  local function flush()
+    if #args > 0 then
+      added = added + redis.call('ZADD', name, 'NX', unpack(args))
+      args = {}
+    end
+  end
+  for i = 1, count do
+    local suffix = suffixes[i]
+    if suffix ~= last then
+      last = suffix
+      args[#args + 1] = score
+      args[#args + 1] = member_of(at, suffix)
+      if #args == 2 * WRITE_BATCH then flush() end
+    end
+  end
+  flush()
+  while added < count do
+    added = added + redis.call('ZADD', name, 'NX', score, member_of(at, random_suffix()))
+  end
 end
 
 local function apply(l, w)
@@ -1498,30 +1542,15 @@ local function apply(l, w)
       redis.call('ZREMRANGEBYSCORE', name, '-inf', str(w.cutoff))
     elseif expired > TRIM_BATCH then
       local doomed = redis.call('ZRANGEBYSCORE', name, '-inf', str(w.cutoff), 'LIMIT', '0', str(TRIM_BATCH))
-      redis.call('ZREM', name, unpack(doomed))
+      zrem_all(name, doomed)
     end
   elseif op == 'add' then
-    local args, seen, n = {}, {}, 0
-    local score = str(w.at)
-    while n < w.count do
-      local m = member_at(w.at)
-      if not seen[m] then
-        seen[m] = true
-        args[#args + 1] = score
-        args[#args + 1] = m
-        n = n + 1
-      end
-    end
-    local added = redis.call('ZADD', name, 'NX', unpack(args))
-    -- A suffix already taken is drawn again, so every unit is counted.
-    while added < w.count do
-      added = added + redis.call('ZADD', name, 'NX', score, member_at(w.at))
-    end
+    add_members(name, w.at, w.count)
   elseif op == 'expire' then
     redis.call('PEXPIRE', name, str(w.ttl))
   elseif op == 'remove_newest' then
     local doomed = redis.call('ZREVRANGEBYSCORE', name, '+inf', '(' .. str(w.cutoff), 'LIMIT', '0', str(w.count))
-    if #doomed > 0 then redis.call('ZREM', name, unpack(doomed)) end
+    zrem_all(name, doomed)
   elseif op == 'del' then
     redis.call('DEL', name)
   elseif op == 'zadd_member' then
