@@ -76,8 +76,9 @@ pub enum Error {
     )]
     OptionAfterLimits(&'static str),
 
-    #[error("ERR RL.TOP: unknown algorithm '{0}' (slidelog, slidecount, fixed, gcra, concurrency or throttle)")]
-    TopUnknownAlgorithm(String),
+    /// The name given, and the table's algorithms (so the list never goes stale).
+    #[error("ERR RL.TOP: unknown algorithm '{0}' (one of {1})")]
+    TopUnknownAlgorithm(String, String),
 
     #[error("ERR RL.ALL: key '{0}' is used by more than one limit")]
     DuplicateKey(String),

@@ -261,7 +261,11 @@ fn count_algorithm_reset_and_admissions() {
             "COUNT 1 COUNT 2",
             "ERR syntax error: COUNT given more than once",
         ),
-        ("ALGORITHM nope", "ERR RL.TOP: unknown algorithm 'nope'"),
+        // Every limiter the table has, once each.
+        (
+            "ALGORITHM nope",
+            "ERR RL.TOP: unknown algorithm 'nope' (one of slidelog, slidecount, slidewindow, fixed, counter, gcra, tokenbucket, concurrency, throttle)",
+        ),
         ("ALGORITHM", "ERR syntax error: ALGORITHM needs a value"),
         (
             "RESET RESET",

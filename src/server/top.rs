@@ -191,5 +191,14 @@ fn known_algorithm(table: &'static [Command], name: &[u8]) -> Result<&'static st
     algorithms(table)
         .map(|a| a.name())
         .find(|a| name.eq_ignore_ascii_case(a.as_bytes()))
-        .ok_or_else(|| Error::TopUnknownAlgorithm(String::from_utf8_lossy(name).into_owned()))
+        .ok_or_else(|| {
+            let mut known: Vec<String> = Vec::new();
+            for a in algorithms(table) {
+                let name = a.name().to_ascii_lowercase();
+                if !known.contains(&name) {
+                    known.push(name);
+                }
+            }
+            Error::TopUnknownAlgorithm(String::from_utf8_lossy(name).into_owned(), known.join(", "))
+        })
 }
