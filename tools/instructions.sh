@@ -408,8 +408,10 @@ if [[ "$sections" == *" scripts "* ]]; then
   scripts_row fixed "$k" 100 60 -- "$k" 1 60
   scripts_row counter "$k" 100 60 -- "$k" 1 60
   scripts_row slidecount "$k" 100 60 -- "$k" 1 60
+  scripts_row slidewindow "$k" 100 60 -- "$k" 1 60
   scripts_row slidelog "$k" 100 60 -- "$k" 1 60
   scripts_row gcra "$k" 100 3600 -- "$k" 1 3600
+  scripts_row tokenbucket "$k" 100 60 -- "$k" 1 60
   scripts_row concurrency "$k" 100 3600 ACQUIRE '__rand_int__' -- "$k" 1 3600 ACQUIRE '__rand_int__'
   scripts_row throttle "$k" 99 100 3600 -- "$k" 0 1 3600
   # Two limits, per minute and per hour (redis-benchmark draws each key on its own).
@@ -421,7 +423,7 @@ if [[ "$sections" == *" scripts "* ]]; then
   echo
   echo "| command | path | module | script (EVALSHA) | script ÷ module |"
   echo "|---|---|---:|---:|---:|"
-  for c in fixed counter slidecount slidelog gcra concurrency throttle all; do
+  for c in fixed counter slidecount slidewindow slidelog gcra tokenbucket concurrency throttle all; do
     for path in admitted denied; do
       suffix=; [ "$path" = denied ] && suffix=_denied
       awk -v n="RL.$(echo "$c" | tr a-z A-Z)" -v p="$path" \
@@ -440,6 +442,8 @@ for mode in standalone cluster; do
   profile "slidecount_$mode" "$mode" - RL.SLIDECOUNT '{__rand_int__}:rl' 100 60 NOW "$now_us"
   profile "slidelog_$mode" "$mode" - RL.SLIDELOG '{__rand_int__}:rl' 100 60 NOW "$now_us"
   profile "gcra_$mode" "$mode" - RL.GCRA '{__rand_int__}:rl' 100 3600 NOW "$now_us"
+  profile "slidewindow_$mode" "$mode" - RL.SLIDEWINDOW '{__rand_int__}:rl' 100 60 NOW "$now_us"
+  profile "tokenbucket_$mode" "$mode" - RL.TOKENBUCKET '{__rand_int__}:rl' 100 60 NOW "$now_us"
 done
 for c in fixed slidecount slidelog gcra; do lua_profile "${c}_lua" 100; done
 
@@ -449,7 +453,7 @@ echo "| command | standalone | one-node cluster | cluster ÷ standalone | standa
 echo "|---|---:|---:|---:|---:|---:|"
 incr_s=$(total "$work/incr_standalone.out")
 incr_c=$(total "$work/incr_cluster.out")
-for c in incr fixed counter slidecount slidelog gcra; do
+for c in incr fixed counter slidecount slidewindow slidelog gcra tokenbucket; do
   s=$(total "$work/${c}_standalone.out")
   k=$(total "$work/${c}_cluster.out")
   name=$(echo "$c" | tr a-z A-Z)
