@@ -87,3 +87,5 @@ module "RL.GCRA" "rl:id000000" RL.GCRA "{}" 100 3600 NOW "$now_us"
 measure "gcra.lua (SET ... PX)" "rl:id000000" EVALSHA "$gcra_lua" 1 "{}" "$now_us" 36000000 100
 measure "RL.SLIDELOG, 1 entry" "rl:id000000" RL.SLIDELOG "{}" 100 60 NOW "$now_us"
 measure "sliding_window_log.lua, 1 entry" "rl:id000000" EVALSHA "$log_lua" 1 "{}" "$now_us" 60000000 100 "$now_us:00000000"
+measure "RL.SLIDEWINDOW (<end>:<count>:<previous>)" "rl:id000000" RL.SLIDEWINDOW "{}" 100 60 NOW "$now_us"
+measure "RL.TOKENBUCKET (<tokens>:<timer>)" "rl:id000000" RL.TOKENBUCKET "{}" 100 60 NOW "$now_us"
