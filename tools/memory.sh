@@ -48,6 +48,8 @@ count_lua=$(sha "$root/lua/sliding_window_counter.lua")
 log_lua=$(sha "$root/lua/sliding_window_log.lua")
 gcra_lua=$(sha "$root/benches/gcra.lua")
 counter_lua=$(sha "$root/scripts/counter.lua") # the kits' RL.COUNTER: rate-limit-redis's INCR + PEXPIRE layout
+window_lua=$(sha "$root/scripts/slidewindow.lua")
+bucket_lua=$(sha "$root/scripts/tokenbucket.lua")
 i=$((now_s / 60))
 
 # measure NAME KEY-OF-ID0 WORDS...: B per identity, encoding and MEMORY USAGE of key 0.
@@ -88,4 +90,6 @@ measure "gcra.lua (SET ... PX)" "rl:id000000" EVALSHA "$gcra_lua" 1 "{}" "$now_u
 measure "RL.SLIDELOG, 1 entry" "rl:id000000" RL.SLIDELOG "{}" 100 60 NOW "$now_us"
 measure "sliding_window_log.lua, 1 entry" "rl:id000000" EVALSHA "$log_lua" 1 "{}" "$now_us" 60000000 100 "$now_us:00000000"
 measure "RL.SLIDEWINDOW (<end>:<count>:<previous>)" "rl:id000000" RL.SLIDEWINDOW "{}" 100 60 NOW "$now_us"
+measure "slidewindow.lua (the kits' script)" "rl:id000000" EVALSHA "$window_lua" 1 "{}" "{}" 100 60 NOW "$now_us"
 measure "RL.TOKENBUCKET (<tokens>:<timer>)" "rl:id000000" RL.TOKENBUCKET "{}" 100 60 NOW "$now_us"
+measure "tokenbucket.lua (the kits' script)" "rl:id000000" EVALSHA "$bucket_lua" 1 "{}" "{}" 100 60 NOW "$now_us"
