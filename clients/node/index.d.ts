@@ -3,8 +3,10 @@
 /**
  * 'counter' is the window of rate-limit-redis, @fastify/rate-limit and RateLimiterRedis:
  * it starts at the first hit and ends when its one key (the limit's key itself) expires.
+ * 'slidewindow' and 'tokenbucket' are Symfony's sliding window (anchored at the first
+ * admitted call) and token bucket (`refill` tokens back at each whole window).
  */
-export type Algorithm = 'slidelog' | 'slidecount' | 'fixed' | 'counter' | 'gcra' | 'concurrency';
+export type Algorithm = 'slidelog' | 'slidecount' | 'slidewindow' | 'fixed' | 'counter' | 'gcra' | 'tokenbucket' | 'concurrency';
 
 /** One limit: what the command needs (the reply does not repeat it) and what the headers show. */
 export interface Limit {
@@ -17,6 +19,8 @@ export interface Limit {
   window: number | string;
   /** GCRA only: how many may arrive at once (default: limit). */
   burst?: number;
+  /** 'tokenbucket' only: the tokens each whole window brings back (default 1); `limit` is the capacity. */
+  refill?: number;
   /**
    * The penalty box (the module's BLOCK): a denied spending call blocks the identity for
    * this duration (as a window), or `{ duration, extend, backoff, strikes }`.

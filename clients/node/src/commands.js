@@ -1,7 +1,7 @@
 // Turns limits into RL.* argument lists and RL.* replies into decisions. Nothing here
 // decides anything: every number in a decision comes from the server.
 
-const ALGORITHMS = new Set(['slidelog', 'slidecount', 'fixed', 'counter', 'gcra', 'concurrency']);
+const ALGORITHMS = new Set(['slidelog', 'slidecount', 'slidewindow', 'fixed', 'counter', 'gcra', 'tokenbucket', 'concurrency']);
 
 /** @param {import('../index.js').Limit} limit */
 export function policyName(limit) {
@@ -35,7 +35,7 @@ export function windowMs(window) {
 function algorithmWord(limit) {
   const algorithm = String(limit.algorithm).toLowerCase();
   if (!ALGORITHMS.has(algorithm)) {
-    throw new RateLimitConfigError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, fixed, counter, gcra or concurrency)`);
+    throw new RateLimitConfigError(`redis-rl: unknown algorithm "${limit.algorithm}" (slidelog, slidecount, slidewindow, fixed, counter, gcra, tokenbucket or concurrency)`);
   }
   return algorithm.toUpperCase();
 }
@@ -79,6 +79,10 @@ export function validateLimit(limit) {
   if (limit.burst !== undefined) {
     if (word !== 'GCRA') throw new RateLimitConfigError(`redis-rl: limit "${name}": burst is for algorithm 'gcra' only`);
     if (amountOf(limit.burst) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": burst must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.burst)}`);
+  }
+  if (limit.refill !== undefined) {
+    if (word !== 'TOKENBUCKET') throw new RateLimitConfigError(`redis-rl: limit "${name}": refill is for algorithm 'tokenbucket' only`);
+    if (amountOf(limit.refill) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": refill must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.refill)}`);
   }
   if (limit.block !== undefined) blockArgs(limit);
   for (const flag of ['countAll', 'renew']) {
@@ -143,6 +147,8 @@ const hasLease = (lease) => (typeof lease === 'string' && lease !== '') || (type
 function limitArgs(limit, key, cost) {
   const args = [key, String(limit.limit), String(limit.window)];
   if (limit.burst !== undefined) args.push('BURST', String(limit.burst));
+  // REFILL 1 is the module's default.
+  if (limit.refill !== undefined && Number(limit.refill) !== 1) args.push('REFILL', String(limit.refill));
   if (cost !== 1) args.push('COST', String(cost));
   if (limit.block !== undefined) args.push(...blockArgs(limit));
   // The stock stores' counting (every call adds its cost) and their re-armed TTL.

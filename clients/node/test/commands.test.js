@@ -121,7 +121,7 @@ for (const [lib, connect] of Object.entries(standalone)) {
 
     it('a counter limit refuses burst, as every limit but gcra', async () => {
       await assert.rejects(rl.check({ algorithm: 'counter', limit: 2, window: 10, burst: 3, key: 'k' }), /burst is for algorithm 'gcra' only/);
-      await assert.rejects(rl.check({ algorithm: 'counters', limit: 2, window: 10, key: 'k' }), /unknown algorithm "counters" \(slidelog, slidecount, fixed, counter, gcra or concurrency\)/);
+      await assert.rejects(rl.check({ algorithm: 'counters', limit: 2, window: 10, key: 'k' }), /unknown algorithm "counters" \(slidelog, slidecount, slidewindow, fixed, counter, gcra, tokenbucket or concurrency\)/);
     });
 
     it('block: a denial starts the module\'s penalty box; blocked calls count strikes; impose and reset', async (t) => {

@@ -34,6 +34,8 @@ fn script(name: &str) -> Option<&'static str> {
         "RL.COUNTER" => include_str!("../scripts/counter.lua"),
         "RL.SLIDECOUNT" => include_str!("../scripts/slidecount.lua"),
         "RL.SLIDELOG" => include_str!("../scripts/slidelog.lua"),
+        "RL.SLIDEWINDOW" => include_str!("../scripts/slidewindow.lua"),
+        "RL.TOKENBUCKET" => include_str!("../scripts/tokenbucket.lua"),
         "RL.GCRA" => include_str!("../scripts/gcra.lua"),
         "RL.CONCURRENCY" => include_str!("../scripts/concurrency.lua"),
         "RL.THROTTLE" => include_str!("../scripts/throttle.lua"),

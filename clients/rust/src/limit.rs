@@ -12,15 +12,18 @@ const MAX_MEMBERS: u64 = 1_000_000;
 const MAX_WINDOW: Duration = Duration::from_secs(315_360_000);
 
 /// The module's limiters. `Counter` is a fixed window that starts at a caller's first hit
-/// (RL.COUNTER). `Concurrency` counts requests in flight (RL.CONCURRENCY); its window is
+/// (RL.COUNTER). `SlideWindow` and `TokenBucket` are Symfony's sliding window and token
+/// bucket (RL.SLIDEWINDOW, RL.TOKENBUCKET). `Concurrency` counts requests in flight (RL.CONCURRENCY); its window is
 /// the lease's time to live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     SlideLog,
     SlideCount,
+    SlideWindow,
     Fixed,
     Counter,
     Gcra,
+    TokenBucket,
     Concurrency,
 }
 
@@ -30,9 +33,11 @@ impl Algorithm {
         match self {
             Algorithm::SlideLog => "SLIDELOG",
             Algorithm::SlideCount => "SLIDECOUNT",
+            Algorithm::SlideWindow => "SLIDEWINDOW",
             Algorithm::Fixed => "FIXED",
             Algorithm::Counter => "COUNTER",
             Algorithm::Gcra => "GCRA",
+            Algorithm::TokenBucket => "TOKENBUCKET",
             Algorithm::Concurrency => "CONCURRENCY",
         }
     }
@@ -41,9 +46,11 @@ impl Algorithm {
         match self {
             Algorithm::SlideLog => "RL.SLIDELOG",
             Algorithm::SlideCount => "RL.SLIDECOUNT",
+            Algorithm::SlideWindow => "RL.SLIDEWINDOW",
             Algorithm::Fixed => "RL.FIXED",
             Algorithm::Counter => "RL.COUNTER",
             Algorithm::Gcra => "RL.GCRA",
+            Algorithm::TokenBucket => "RL.TOKENBUCKET",
             Algorithm::Concurrency => "RL.CONCURRENCY",
         }
     }
@@ -136,6 +143,8 @@ pub struct Limit {
     pub window: Duration,
     /// GCRA only: how many may come at once (default `limit`).
     pub burst: Option<u64>,
+    /// Token bucket only: the tokens each whole window brings back (default 1).
+    pub refill: Option<u64>,
     /// The penalty box after a denial (every algorithm but concurrency).
     pub block: Option<Block>,
 }
@@ -155,6 +164,7 @@ impl Limit {
             limit,
             window,
             burst: None,
+            refill: None,
             block: None,
         }
     }
@@ -199,6 +209,33 @@ impl Limit {
         window: Duration,
     ) -> Self {
         Self::new(name, Algorithm::SlideCount, key, limit, window)
+    }
+
+    /// RL.SLIDEWINDOW: Symfony's sliding window, anchored at the key's first admitted call
+    /// rather than a clock boundary (its end and two counts, one string at `key`).
+    pub fn slide_window(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Self {
+        Self::new(name, Algorithm::SlideWindow, key, limit, window)
+    }
+
+    /// RL.TOKENBUCKET: Symfony's token bucket, up to `capacity` tokens, `refill` of them
+    /// back at each whole `interval`, all at once, never beyond the capacity. A cost above
+    /// the capacity is not an error: it is denied for good (`retry_after_ms` -1).
+    pub fn token_bucket(
+        name: impl Into<String>,
+        key: impl Into<String>,
+        capacity: u64,
+        interval: Duration,
+        refill: u64,
+    ) -> Self {
+        Limit {
+            refill: Some(refill),
+            ..Self::new(name, Algorithm::TokenBucket, key, capacity, interval)
+        }
     }
 
     /// RL.GCRA: `limit` per `window` on average; add `.burst(b)` for how many at once.
@@ -289,6 +326,17 @@ impl Limit {
             }
             _ => {}
         }
+        match self.refill {
+            Some(_) if self.algorithm != Algorithm::TokenBucket => {
+                return invalid(format!("{} takes no refill", self.algorithm.command()))
+            }
+            Some(r) if r == 0 || r > MAX_NUMBER => {
+                return invalid(format!(
+                    "the refill must be from 1 to {MAX_NUMBER}, not {r}"
+                ))
+            }
+            _ => {}
+        }
         let Some(block) = self.block else {
             return Ok(());
         };
@@ -345,12 +393,16 @@ impl Limit {
         duration_arg(self.window)
     }
 
-    /// `<key> <limit> <window> [BURST b] [COST n] [BLOCK d [EXTEND | BACKOFF max]]`,
+    /// `<key> <limit> <window> [BURST b] [REFILL r] [COST n] [BLOCK d [EXTEND | BACKOFF max]]`,
     /// shared by single calls and RL.ALL.
     fn spec(&self, cmd: &mut redis::Cmd, cost: u64) {
         cmd.arg(&self.key).arg(self.limit).arg(self.window_arg());
         if let Some(burst) = self.burst {
             cmd.arg("BURST").arg(burst);
+        }
+        // 1 is the module's default.
+        if let Some(refill) = self.refill.filter(|&r| r != 1) {
+            cmd.arg("REFILL").arg(refill);
         }
         if cost != 1 && self.algorithm != Algorithm::Concurrency {
             cmd.arg("COST").arg(cost);
@@ -510,6 +562,49 @@ mod tests {
         assert_eq!(
             words(&command(&fixed, 1, Mode::Spend, None)),
             ["RL.FIXED", "k", "5", "1500ms"]
+        );
+        let window = Limit::slide_window("w", "k", 10, Duration::from_secs(12));
+        assert_eq!(
+            words(&command(&window, 2, Mode::Spend, None)),
+            ["RL.SLIDEWINDOW", "k", "10", "12", "COST", "2"]
+        );
+        let bucket = Limit::token_bucket("b", "k", 1000, Duration::from_secs(15), 100);
+        assert_eq!(
+            words(&command(&bucket, 3, Mode::Peek, None)),
+            [
+                "RL.TOKENBUCKET",
+                "k",
+                "1000",
+                "15",
+                "REFILL",
+                "100",
+                "COST",
+                "3",
+                "PEEK"
+            ]
+        );
+        // REFILL 1 is the module's default: not sent.
+        let one = Limit::token_bucket("b", "j", 5, Duration::from_millis(1500), 1);
+        assert_eq!(
+            words(&all_command(
+                &[window, one],
+                &[1, 1],
+                Mode::Spend,
+                None,
+                None
+            )),
+            [
+                "RL.ALL",
+                "2",
+                "SLIDEWINDOW",
+                "k",
+                "10",
+                "12",
+                "TOKENBUCKET",
+                "j",
+                "5",
+                "1500ms"
+            ]
         );
         // A window below a millisecond's resolution is rounded up, never down to 0.
         let tiny = Limit::slidelog("t", "k", 1, Duration::from_micros(1500));

@@ -27,7 +27,7 @@ server cannot always be seen; a lost connection also makes the next call ask."""
 
 _FILES = {
     "RL.FIXED": "fixed", "RL.COUNTER": "counter", "RL.SLIDECOUNT": "slidecount", "RL.SLIDELOG": "slidelog",
-    "RL.GCRA": "gcra", "RL.CONCURRENCY": "concurrency", "RL.THROTTLE": "throttle",
+    "RL.SLIDEWINDOW": "slidewindow", "RL.GCRA": "gcra", "RL.TOKENBUCKET": "tokenbucket", "RL.CONCURRENCY": "concurrency", "RL.THROTTLE": "throttle",
     "RL.ALL": "all",
 }
 

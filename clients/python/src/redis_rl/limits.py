@@ -11,8 +11,12 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
 
-Algorithm = Literal["SLIDELOG", "SLIDECOUNT", "FIXED", "COUNTER", "GCRA", "CONCURRENCY"]
-ALGORITHMS: Tuple[str, ...] = ("SLIDELOG", "SLIDECOUNT", "FIXED", "COUNTER", "GCRA", "CONCURRENCY")
+Algorithm = Literal[
+    "SLIDELOG", "SLIDECOUNT", "SLIDEWINDOW", "FIXED", "COUNTER", "GCRA", "TOKENBUCKET", "CONCURRENCY"
+]
+ALGORITHMS: Tuple[str, ...] = (
+    "SLIDELOG", "SLIDECOUNT", "SLIDEWINDOW", "FIXED", "COUNTER", "GCRA", "TOKENBUCKET", "CONCURRENCY"
+)
 
 # RL.CONCURRENCY's operations on a lease (PEEK and RESET are the modes).
 LeaseOp = Literal["ACQUIRE", "RELEASE", "HEARTBEAT"]
@@ -28,7 +32,7 @@ Window = Union[int, str, timedelta]
 # The module's bounds (src/args.rs, src/algo/slidelog.rs): checked here too, so a
 # mistake is raised where the limit is built, never sent to Redis.
 MAX_AMOUNT = 10**15
-"""Largest limit, burst and cost the module accepts."""
+"""Largest limit, burst, refill and cost the module accepts."""
 MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000
 """Longest window: ten years."""
 MAX_LOG_LIMIT = 1_000_000
@@ -114,6 +118,8 @@ class Limit:
     the stock stores' INCR does."""
     renew: bool = False
     """COUNTER only (RENEW): every counted call sets the TTL back to the full window."""
+    refill: Optional[int] = None
+    """TOKENBUCKET only (REFILL): the tokens each whole interval brings back."""
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -127,6 +133,10 @@ class Limit:
             raise ValueError(f"{self.name}: window must be from 1 to {MAX_WINDOW_MS} ms, not {self.window_ms!r}")
         if self.burst is not None:
             amount(f"{self.name}: burst", self.burst)
+        if self.refill is not None:
+            if self.algorithm != "TOKENBUCKET":
+                raise ValueError("refill is a TOKENBUCKET option")
+            amount(f"{self.name}: refill", self.refill)
         for flag in ("count_all", "renew"):
             value = getattr(self, flag)
             if not isinstance(value, bool):
@@ -159,6 +169,20 @@ class Limit:
         return cls(name, "SLIDECOUNT", key, limit, window_ms(window))
 
     @classmethod
+    def slidewindow(cls, name: str, key: str, limit: int, window: Window) -> Limit:
+        """Symfony's sliding window, anchored at the key's first admitted call rather
+        than a clock boundary: its end, its count and the previous window's, one string
+        at `key` (RL.SLIDEWINDOW)."""
+        return cls(name, "SLIDEWINDOW", key, limit, window_ms(window))
+
+    @classmethod
+    def tokenbucket(cls, name: str, key: str, capacity: int, interval: Window, refill: int = 1) -> Limit:
+        """Symfony's token bucket (RL.TOKENBUCKET): up to `capacity` tokens, `refill`
+        of them back at each whole `interval`, all at once, never beyond the capacity.
+        A cost above the capacity is not an error: it is denied, `never`."""
+        return cls(name, "TOKENBUCKET", key, capacity, window_ms(interval), refill=refill)
+
+    @classmethod
     def concurrency(cls, name: str, key: str, limit: int, ttl: Window) -> Limit:
         """At most `limit` leases in flight; a lease not released or renewed
         (heartbeat) expires `ttl` after it was taken. Use with the limiter's
@@ -182,10 +206,12 @@ class Limit:
         return str(ms // 1000) if ms % 1000 == 0 else f"{ms}ms"
 
     def spec(self, cost: int) -> List[Any]:
-        """`<key> <limit> <window> [BURST b] [COST n]`, shared by single calls and RL.ALL."""
+        """`<key> <limit> <window> [BURST b] [REFILL r] [COST n]`, shared by single calls and RL.ALL."""
         args: List[Any] = [self.key, self.limit, self.window_arg]
         if self.burst is not None:
             args += ["BURST", self.burst]
+        if self.refill not in (None, 1):  # the module's default
+            args += ["REFILL", self.refill]
         if cost != 1:
             args += ["COST", cost]
         if self.count_all:

@@ -15,4 +15,5 @@ mod example;
 mod failure;
 mod layer;
 mod metrics;
+mod slidewindow_tokenbucket;
 mod top;
