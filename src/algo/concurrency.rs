@@ -195,7 +195,7 @@ impl Algorithm for Concurrency {
         let [limit, ttl, ..] = args else {
             return Err(Error::WrongArity(command));
         };
-        let mut spec = parse_spec(limit, ttl)?;
+        let mut spec = parse_spec(limit, ttl, self.longest_window_ms())?;
         let mut now = None;
         let mut operation: Option<(Mode, Option<usize>)> = None;
         let mut at = 2;
