@@ -207,7 +207,7 @@ impl Algorithm for Concurrency {
             if word.eq_ignore_ascii_case(b"COST") {
                 return Err(Error::LeaseCost);
             }
-            for option in ["COUNTALL", "RENEW"] {
+            for option in ["COUNTALL", "RENEW", "ESCALATE"] {
                 if word.eq_ignore_ascii_case(option.as_bytes()) {
                     return Err(Error::CounterOnly(option));
                 }
