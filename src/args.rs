@@ -6,18 +6,32 @@
 
 use crate::error::{Error, Result};
 use crate::limit::{
-    Block, Growth, Mode, Request, Spec, Window, MAX_AMOUNT, MAX_NOW_US, MAX_WINDOW_MS, MIN_NOW_US,
+    Block, Growth, Mode, Request, Spec, Window, MAX_AMOUNT, MAX_LONG_WINDOW_MS, MAX_NOW_US,
+    MAX_WINDOW_MS, MIN_NOW_US,
 };
 
-/// The options only some algorithms take.
-#[derive(Debug, Clone, Copy, Default)]
+/// The options only some algorithms take, and the longest window.
+#[derive(Debug, Clone, Copy)]
 pub struct Accepts {
     /// GCRA's `BURST`.
     pub burst: bool,
     /// TOKENBUCKET's `REFILL`.
     pub refill: bool,
-    /// RL.COUNTER's `COUNTALL` and `RENEW`.
+    /// RL.COUNTER's `COUNTALL`, `RENEW` and `ESCALATE`.
     pub counts: bool,
+    /// The longest window, in ms.
+    pub longest_window_ms: u64,
+}
+
+impl Default for Accepts {
+    fn default() -> Accepts {
+        Accepts {
+            burst: false,
+            refill: false,
+            counts: false,
+            longest_window_ms: MAX_WINDOW_MS,
+        }
+    }
 }
 
 /// Parses `<limit> <window> [options...]` (the arguments after the key).
@@ -27,12 +41,12 @@ pub fn parse_limiter(command: &'static str, args: &[&[u8]], accepts: Accepts) ->
         [limit, window, options @ ..] => (limit, window, options),
         _ => return Err(Error::WrongArity(command)),
     };
-    let mut spec = parse_spec(limit, window)?;
+    let mut spec = parse_spec(limit, window, accepts.longest_window_ms)?;
     let mut cost = None;
     let mut now = None;
     let mut mode = None;
     let mut block = BlockArgs::default();
-    let (mut count_all, mut renew) = (None, None);
+    let (mut count_all, mut renew, mut escalate) = (None, None, None);
     let mut rest = options.iter();
     while let Some(option) = rest.next() {
         let name = keyword(option)
@@ -50,14 +64,21 @@ pub fn parse_limiter(command: &'static str, args: &[&[u8]], accepts: Accepts) ->
             "NOW" => set_once(&mut now, name, parse_now(value()?)?)?,
             "BLOCK" | "BACKOFF" => block.take(name, Some(value()?))?,
             "EXTEND" | "STRIKES" => block.take(name, None)?,
-            "COUNTALL" | "RENEW" if !counts => return Err(Error::CounterOnly(name)),
+            "COUNTALL" | "RENEW" | "ESCALATE" if !counts => return Err(Error::CounterOnly(name)),
             "COUNTALL" => set_once(&mut count_all, name, ())?,
             "RENEW" => set_once(&mut renew, name, ())?,
+            "ESCALATE" => set_once(&mut escalate, name, ())?,
             _ => set_mode(&mut mode, name)?,
         }
     }
     spec.count_all = count_all.is_some();
     spec.renew = renew.is_some();
+    spec.escalate = escalate.is_some();
+    // RENEW restarts the window on every counted call, ESCALATE lengthens it on every
+    // denial: they answer the same question two ways.
+    if spec.renew && spec.escalate {
+        return Err(Error::RenewAndEscalate);
+    }
     spec.cost = cost.unwrap_or(1);
     spec.block = block.finish()?;
     let mode = mode.unwrap_or(Mode::Spend);
@@ -125,10 +146,11 @@ impl BlockArgs {
     }
 }
 
-pub fn parse_spec(limit: &[u8], window: &[u8]) -> Result<Spec> {
+/// `<limit> <window>`, the window at most `longest_ms` (the algorithm's bound).
+pub fn parse_spec(limit: &[u8], window: &[u8], longest_ms: u64) -> Result<Spec> {
     Ok(Spec::new(
         parse_amount("limit", limit)?,
-        parse_window(window)?,
+        parse_window_upto(window, longest_ms)?,
     ))
 }
 
@@ -160,6 +182,8 @@ pub const MAX_LIMITS: u64 = 16;
 pub trait Named: Copy {
     fn accepts_burst(&self) -> bool;
     fn accepts_refill(&self) -> bool;
+    /// Its longest window, in ms.
+    fn longest_window_ms(&self) -> u64;
     /// Whether a limit of it may take `BLOCK` (else the error why not).
     fn check_block(&self) -> Result<()>;
     /// Whether it names a member (CONCURRENCY's lease).
@@ -208,7 +232,7 @@ pub fn parse_all<A: Named>(
             return Err(Error::WrongArity("rl.all"));
         };
         let algorithm = algorithm(name).ok_or_else(|| Error::UnknownAlgorithm(lossy(name)))?;
-        let mut spec = parse_spec(limit, window)?;
+        let mut spec = parse_spec(limit, window, algorithm.longest_window_ms())?;
         let key = at + 1;
         at += 4;
         let mut cost = None;
@@ -219,7 +243,9 @@ pub fn parse_all<A: Named>(
                     name @ ("COST" | "BURST" | "REFILL" | "BLOCK" | "BACKOFF" | "EXTEND"
                     | "STRIKES"),
                 ) => name,
-                Some(name @ ("COUNTALL" | "RENEW")) => return Err(Error::NotInAll(name)),
+                Some(name @ ("COUNTALL" | "RENEW" | "ESCALATE")) => {
+                    return Err(Error::NotInAll(name))
+                }
                 _ => break,
             };
             if (name == "BURST" && !algorithm.accepts_burst())
@@ -260,7 +286,7 @@ pub fn parse_all<A: Named>(
     let mut lease = None;
     while let Some(option) = word(at) {
         let name = keyword(option).ok_or_else(|| unknown(option))?;
-        if matches!(name, "COUNTALL" | "RENEW") {
+        if matches!(name, "COUNTALL" | "RENEW" | "ESCALATE") {
             return Err(Error::NotInAll(name));
         }
         if matches!(
@@ -323,7 +349,7 @@ fn keyword(option: &[u8]) -> Option<&'static str> {
         5 => &["RESET", "BURST", "LEASE", "BLOCK", "RENEW"],
         6 => &["REFUND", "EXTEND", "IMPOSE", "REFILL"],
         7 => &["BACKOFF", "STRIKES"],
-        8 => &["COUNTALL"],
+        8 => &["COUNTALL", "ESCALATE"],
         _ => &[],
     };
     names
@@ -425,8 +451,13 @@ fn parse_amount(name: &'static str, bytes: &[u8]) -> Result<u64> {
     }
 }
 
-/// `60` and `60s` are seconds, `1500ms` milliseconds.
+/// `60` and `60s` are seconds, `1500ms` milliseconds; at most ten years.
 pub fn parse_window(bytes: &[u8]) -> Result<Window> {
+    parse_window_upto(bytes, MAX_WINDOW_MS)
+}
+
+/// `parse_window`, at most `longest_ms`.
+pub fn parse_window_upto(bytes: &[u8], longest_ms: u64) -> Result<Window> {
     // Most windows are plain seconds: a last digit rules both suffixes out.
     let (digits, ms_per_unit) = if bytes.last().is_some_and(u8::is_ascii_digit) {
         (bytes, 1000)
@@ -440,9 +471,9 @@ pub fn parse_window(bytes: &[u8]) -> Result<Window> {
     parse_u64(digits)
         .and_then(|n| n.checked_mul(ms_per_unit))
         .ok_or(Error::BadWindow {
-            max_ms: MAX_WINDOW_MS,
+            max_ms: longest_ms.min(MAX_LONG_WINDOW_MS),
         })
-        .and_then(Window::from_ms)
+        .and_then(|ms| Window::from_ms_upto(ms, longest_ms))
 }
 
 fn strip_suffix_ignore_case<'a>(bytes: &'a [u8], suffix: &[u8]) -> Option<&'a [u8]> {
@@ -568,6 +599,38 @@ mod tests {
     }
 
     #[test]
+    fn the_longest_window_is_the_callers() {
+        let long = MAX_LONG_WINDOW_MS;
+        let ten_years = Err(Error::BadWindow {
+            max_ms: MAX_WINDOW_MS,
+        });
+        assert_eq!(parse_window(b"315360001s"), ten_years);
+        assert_eq!(parse_window(b"x"), ten_years);
+        let longest = parse_window_upto(b"9223372036854775ms", long);
+        assert_eq!(longest.clone().map(Window::ms), Ok(long));
+        assert_eq!(
+            longest.clone().map(Window::us),
+            Ok(i64::MAX as u64 / 1000 * 1000)
+        );
+        let too_long = Err(Error::BadWindow { max_ms: long });
+        assert_eq!(parse_window_upto(b"9223372036854776ms", long), too_long);
+        assert_eq!(parse_window_upto(b"9223372036854776", long), too_long);
+        assert_eq!(parse_window_upto(b"x", long), too_long);
+        // No caller can ask for more than a TTL the server holds.
+        assert_eq!(parse_window_upto(b"9223372036854776ms", u64::MAX), too_long);
+        let counter = Accepts {
+            counts: true,
+            longest_window_ms: long,
+            ..Accepts::default()
+        };
+        let years = [b"1".as_slice(), b"9007201749600000ms"];
+        let r = parse_limiter("rl.counter", &years, counter).map(|r| r.spec.window.ms());
+        assert_eq!(r, Ok(9_007_201_749_600_000));
+        let r = parse_limiter("rl.fixed", &years, Accepts::default());
+        assert_eq!(r.err(), ten_years.err());
+    }
+
+    #[test]
     fn options_in_any_order_and_case() -> Result<()> {
         let a = parse(&["10", "1s", "peek", "now", NOW, "Cost", "3"])?;
         assert_eq!(a.spec.cost, 3);
@@ -619,14 +682,20 @@ mod tests {
             )
         };
         let plain = counter(&["10", "1s"])?.spec;
-        assert!(!plain.count_all && !plain.renew);
+        assert!(!plain.count_all && !plain.renew && !plain.escalate);
+        let escalate = counter(&["10", "1s", "escalate"])?.spec;
+        assert!(escalate.escalate && !escalate.count_all && !escalate.renew);
+        assert_eq!(
+            counter(&["10", "1s", "ESCALATE", "COUNTALL", "RENEW"]),
+            Err(Error::RenewAndEscalate)
+        );
         let both = counter(&["10", "1s", "renew", "COST", "2", "CountAll", "PEEK"])?;
         assert!(both.spec.count_all && both.spec.renew);
         assert_eq!((both.spec.cost, both.mode), (2, Mode::Peek));
         assert!(counter(&["10", "1s", "COUNTALL"])?.spec.count_all);
         assert!(!counter(&["10", "1s", "COUNTALL"])?.spec.renew);
         assert!(counter(&["10", "1s", "RENEW"])?.spec.renew);
-        for name in ["COUNTALL", "RENEW"] {
+        for name in ["COUNTALL", "RENEW", "ESCALATE"] {
             assert_eq!(
                 counter(&["10", "1s", name, "NOW", NOW, name]),
                 Err(Error::RepeatedOption(name))
@@ -723,6 +792,26 @@ mod tests {
     fn all(args: &str) -> Result<(Limits, Option<u64>, Mode)> {
         let words: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
         parse_all(&words, algorithm).map(|r| (r.limits, r.now, r.mode))
+    }
+
+    #[test]
+    fn all_bounds_each_limits_window_by_its_algorithm() -> Result<()> {
+        let (limits, ..) = all("2 counter k 1 9007201749600000ms fixed j 1 315360000s")?;
+        assert_eq!(limits[0].spec.window.ms(), 9_007_201_749_600_000);
+        let err = |r: Result<(Limits, Option<u64>, Mode)>| r.map(|_| ()).err();
+        assert_eq!(
+            err(all("2 counter k 1 1 fixed j 1 315360001s")),
+            Some(Error::BadWindow {
+                max_ms: MAX_WINDOW_MS
+            })
+        );
+        assert_eq!(
+            err(all("1 counter k 1 9223372036854776ms")),
+            Some(Error::BadWindow {
+                max_ms: MAX_LONG_WINDOW_MS
+            })
+        );
+        Ok(())
     }
 
     #[test]
@@ -825,6 +914,8 @@ mod tests {
             ("2 fixed k 1 1 gcra k 1 1", Error::DuplicateKey("k".into())),
             ("1 fixed k 1 1 COUNTALL", Error::NotInAll("COUNTALL")),
             ("1 counter k 1 1 COUNTALL", Error::NotInAll("COUNTALL")),
+            ("1 counter k 1 1 ESCALATE", Error::NotInAll("ESCALATE")),
+            ("1 counter k 1 1 PEEK escalate", Error::NotInAll("ESCALATE")),
             ("2 fixed k 1 1 renew gcra j 1 1", Error::NotInAll("RENEW")),
             (
                 "1 fixed k 1 1 NOW 1764480000000000 RENEW",

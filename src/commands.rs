@@ -77,7 +77,7 @@ const LIMITER_ARGS: &[Arg] = &[
     MODE,
 ];
 
-/// RL.COUNTER's: the common ones, and COUNTALL and RENEW.
+/// RL.COUNTER's: the common ones, and COUNTALL, RENEW and ESCALATE.
 const COUNTER_ARGS: &[Arg] = &[
     arg(c"key", ArgType::Key),
     arg(c"limit", ArgType::Integer),
@@ -85,6 +85,7 @@ const COUNTER_ARGS: &[Arg] = &[
     option(c"cost", c"COST", ArgType::Integer),
     option(c"countall", c"COUNTALL", ArgType::PureToken),
     option(c"renew", c"RENEW", ArgType::PureToken),
+    option(c"escalate", c"ESCALATE", ArgType::PureToken),
     BLOCK,
     option(c"now", c"NOW", ArgType::UnixTime),
     MODE,

@@ -47,6 +47,9 @@ pub enum Error {
     #[error("ERR BACKOFF must be a duration no shorter than BLOCK's")]
     BadBackoff,
 
+    #[error("ERR syntax error: RENEW and ESCALATE exclude each other")]
+    RenewAndEscalate,
+
     #[error("ERR syntax error: {0} is only accepted by RL.COUNTER")]
     CounterOnly(&'static str),
 

@@ -64,6 +64,10 @@ const WORDS: &[&str] = &[
     "countall",
     "RENEW",
     "renew",
+    "ESCALATE",
+    "escalate",
+    "9223372036854775ms",
+    "9223372036854776ms",
     "1764480000000000:3",
     "1764480000000000:",
     ":1",
@@ -124,13 +128,15 @@ fn amount(rng: &mut StdRng) -> u64 {
     extreme(rng).clamp(1, MAX_AMOUNT)
 }
 
-fn any_window(rng: &mut StdRng) -> Window {
-    let ms = match rng.gen_range(0..3) {
+/// A window up to `longest` ms, the algorithm's bound.
+fn any_window(rng: &mut StdRng, longest: u64) -> Window {
+    let ms = match rng.gen_range(0..4) {
         0 => 1,
         1 => crate::limit::MAX_WINDOW_MS,
-        _ => rng.gen_range(1..=crate::limit::MAX_WINDOW_MS),
+        2 => longest,
+        _ => rng.gen_range(1..=longest),
     };
-    Window::from_ms(ms).unwrap_or(Window::TEN_SECONDS)
+    Window::from_ms_upto(ms, longest).unwrap_or(Window::TEN_SECONDS)
 }
 
 /// A decision time as the parser (or the server clock) can give one.
@@ -166,10 +172,17 @@ fn parsing_never_panics() {
             burst: rng.gen(),
             refill: rng.gen(),
             counts: rng.gen(),
+            longest_window_ms: if rng.gen() {
+                crate::limit::MAX_LONG_WINDOW_MS
+            } else {
+                crate::limit::MAX_WINDOW_MS
+            },
         };
         if let Ok(a) = parse_limiter("rl.fuzz", &refs, accepts) {
             let spec = a.spec;
-            assert!(accepts.counts || !(spec.count_all || spec.renew));
+            assert!(accepts.counts || !(spec.count_all || spec.renew || spec.escalate));
+            assert!(!(spec.renew && spec.escalate));
+            assert!(spec.window.ms() <= accepts.longest_window_ms);
             assert!(accepts.refill || spec.refill.is_none());
             assert!(
                 (1..=MAX_AMOUNT).contains(&spec.limit) && (1..=MAX_AMOUNT).contains(&spec.cost)
@@ -208,7 +221,10 @@ fn parsing_never_panics() {
         let _ = pseudonym(&one, &one, Some(&one), Some(64), any_now(&mut rng));
         let _ = counter_key(&one, rng.gen());
         let _ = log_member(rng.gen(), rng.gen());
-        let _ = fixed_window_name(rng.gen(), any_window(&mut rng));
+        let _ = fixed_window_name(
+            rng.gen(),
+            any_window(&mut rng, crate::limit::MAX_LONG_WINDOW_MS),
+        );
         if let Some(h) = Held::parse(&one) {
             assert_eq!(Held::parse(&h.format(true)), Some(h));
         }
@@ -236,8 +252,8 @@ fn check_block_args(spec: &Spec, mode: Mode) {
 fn blocks_never_panic_and_never_shorten() {
     let mut rng = StdRng::seed_from_u64(seed() ^ 3);
     for _ in 0..cases() {
-        let duration = any_window(&mut rng);
-        let max = any_window(&mut rng);
+        let duration = any_window(&mut rng, crate::limit::MAX_WINDOW_MS);
+        let max = any_window(&mut rng, crate::limit::MAX_WINDOW_MS);
         let growth = match rng.gen_range(0..3) {
             0 => Growth::Fixed,
             1 => Growth::Extend,
@@ -292,7 +308,7 @@ fn decisions_never_panic_and_stay_consistent() {
     for _ in 0..cases() {
         // Arguments within what the parser accepts; stored state entirely arbitrary.
         let (limit, cost) = (amount(&mut rng), amount(&mut rng));
-        let window = any_window(&mut rng);
+        let window = any_window(&mut rng, crate::limit::MAX_WINDOW_MS);
         let now = any_now(&mut rng);
 
         check(
@@ -360,7 +376,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
             let throttle = a.name() == "THROTTLE";
             let spec = Spec {
                 limit: amount(&mut rng),
-                window: any_window(&mut rng),
+                window: any_window(&mut rng, a.longest_window_ms()),
                 cost: if rng.gen() { 1 } else { amount(&mut rng) },
                 burst: ((a.accepts_burst() || throttle) && rng.gen()).then(|| amount(&mut rng)),
                 refill: (a.accepts_refill() && rng.gen()).then(|| amount(&mut rng)),
@@ -368,6 +384,7 @@ fn every_algorithm_of_the_table_decides_and_writes_consistently() {
                 block: None,
                 count_all: a.takes_counter_options() && rng.gen(),
                 renew: a.takes_counter_options() && rng.gen(),
+                escalate: a.takes_counter_options() && rng.gen(),
             };
             if a.check(&spec).is_err() {
                 continue;

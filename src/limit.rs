@@ -8,8 +8,19 @@ use crate::error::{Error, Result};
 /// that every product the limiters compute fits comfortably in 128 bits.
 pub const MAX_AMOUNT: u64 = 1_000_000_000_000_000;
 
-/// Largest window: ten years. Keeps `now + 2 * window` far from overflowing.
+/// Largest window of most limiters, and of a BLOCK: ten years. Keeps `now + 2 * window`
+/// far from overflowing, and an instant stored in µs (a TAT, a block's end) below 2265.
 pub const MAX_WINDOW_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
+/// Largest window of a limiter that stores no instant of its own but the key's TTL
+/// (RL.COUNTER), about 292,000 years: its microseconds stay an i64, so `now + window`
+/// fits a u64, and its TTL in ms plus the server's now an i64. Stock stores take
+/// windows this long (@fastify/rate-limit's tests ask for 285,421 years).
+pub const MAX_LONG_WINDOW_MS: u64 = i64::MAX as u64 / 1000;
+
+/// The longest TTL ESCALATE sets: 2^53 - 1 ms, @fastify/rate-limit's bound on its
+/// exponential backoff (the largest integer a JavaScript number holds exactly).
+pub const MAX_ESCALATED_MS: u64 = (1 << 53) - 1;
 
 /// 1973-01-01T00:00:00Z in microseconds. Anything smaller is almost surely a clock
 /// read in seconds or milliseconds, which would silently break every window.
@@ -37,10 +48,14 @@ impl Window {
     pub const TEN_SECONDS: Window = Window { ms: 10_000 };
 
     pub fn from_ms(ms: u64) -> Result<Window> {
-        if ms == 0 || ms > MAX_WINDOW_MS {
-            return Err(Error::BadWindow {
-                max_ms: MAX_WINDOW_MS,
-            });
+        Window::from_ms_upto(ms, MAX_WINDOW_MS)
+    }
+
+    /// A window of at most `max_ms`, itself at most `MAX_LONG_WINDOW_MS`.
+    pub fn from_ms_upto(ms: u64, max_ms: u64) -> Result<Window> {
+        let max_ms = max_ms.min(MAX_LONG_WINDOW_MS);
+        if ms == 0 || ms > max_ms {
+            return Err(Error::BadWindow { max_ms });
         }
         Ok(Window { ms })
     }
@@ -50,7 +65,7 @@ impl Window {
     }
 
     pub fn us(self) -> u64 {
-        // Cannot overflow: ms <= MAX_WINDOW_MS.
+        // Cannot overflow: ms <= MAX_LONG_WINDOW_MS.
         self.ms * 1000
     }
 
@@ -92,6 +107,10 @@ pub struct Spec {
     /// `RENEW` (RL.COUNTER only): every call that writes the counter restarts its
     /// window, as `limits`' elastic expiry does.
     pub renew: bool,
+    /// `ESCALATE` (RL.COUNTER only): counts every call as COUNTALL does, and a denied
+    /// call on a live counter sets its TTL to window × 2^(count − limit − 1), at most
+    /// `MAX_ESCALATED_MS`, as @fastify/rate-limit's exponential backoff does.
+    pub escalate: bool,
 }
 
 impl Spec {
@@ -106,6 +125,7 @@ impl Spec {
             block: None,
             count_all: false,
             renew: false,
+            escalate: false,
         }
     }
 }

@@ -208,20 +208,21 @@ fn command_docs_describe_every_rl_command() {
         ["PEEK", "REFUND", "RESET", "IMPOSE"]
             .map(|t| ("pure-token".to_string(), Some(t.to_string())))
     );
-    // The other window limiters take the same arguments; RL.COUNTER two more.
+    // The other window limiters take the same arguments; RL.COUNTER three more.
     for name in ["rl.slidelog", "rl.slidecount", "rl.slidewindow"] {
         assert_eq!(args(&docs(c, name)["arguments"]), fixed, "{name}");
     }
     let counter = args(&docs(c, "rl.counter")["arguments"]);
     let (own, common): (Vec<_>, Vec<_>) = counter
         .into_iter()
-        .partition(|a| matches!(a.name.as_str(), "countall" | "renew"));
+        .partition(|a| matches!(a.name.as_str(), "countall" | "renew" | "escalate"));
     assert_eq!(common, fixed);
     assert_eq!(
         own.iter().map(shape).collect::<Vec<_>>(),
         [
             arg("countall", "pure-token", Some("COUNTALL"), true),
             arg("renew", "pure-token", Some("RENEW"), true),
+            arg("escalate", "pure-token", Some("ESCALATE"), true),
         ]
     );
 

@@ -502,3 +502,224 @@ fn countall_and_renew_replicate() {
     let values: Vec<Option<&str>> = values.iter().map(Option::as_deref).collect();
     assert_eq!(values, [Some("5"), Some("3"), Some("3"), Some("2")]);
 }
+
+/// The PEXPIRETIME a call that set a TTL of `ttl` ms left, checked against the server's
+/// clock around the call.
+fn assert_ttl(c: &mut Connection, key: &str, (before, after): (i64, i64), ttl: i64) {
+    let at = pexpiretime(c, key);
+    assert!(
+        (before + ttl..=after + ttl).contains(&at),
+        "{key} expires at {at}, not now + {ttl} ({before}..={after})"
+    );
+}
+
+/// @fastify/rate-limit's bound on the backoff: 2^53 - 1 ms.
+const MAX_ESCALATED: i64 = (1 << 53) - 1;
+
+/// ESCALATE: every call counts (as COUNTALL), and the k-th denial sets the key's TTL to
+/// window × 2^(k−1) from now, which the reply reports; PEEK reports it and writes
+/// nothing; once the key expires a new window starts.
+#[test]
+fn escalate_doubles_the_ttl_on_each_denial() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = server_us(&mut c);
+    let k = "rl:esc";
+    let at = |now: u64, rest: &str| format!("RL.COUNTER {k} 2 10 ESCALATE NOW {now}{rest}");
+    let (reply, before, after) = timed(&mut c, &at(t, ""));
+    assert_eq!(reply, (1, 1, 0, W_MS));
+    let end_ms = assert_expires(&mut c, k, (before, after));
+    let now = t + 4_000;
+    let until = ((end_ms as u64 * 1000 - now).div_ceil(1000)) as i64;
+    assert_eq!(rl(&mut c, &at(now, "")), (1, 0, 0, until));
+    assert_eq!(
+        pexpiretime(&mut c, k),
+        end_ms,
+        "an admitted call moved the TTL"
+    );
+    for (k_th, count) in [(1, "3"), (2, "4"), (3, "5"), (4, "6")] {
+        let ttl = W_MS << (k_th - 1);
+        let (reply, before, after) = timed(&mut c, &at(now, ""));
+        assert_eq!(reply, (0, 0, ttl, ttl), "denial {k_th}");
+        assert_eq!(get(&mut c, k).as_deref(), Some(count));
+        assert_ttl(&mut c, k, (before, after), ttl);
+    }
+    let before = snapshot(&mut c);
+    // A PEEK tells what this call would be told (the next doubling), and the reset
+    // the stored TTL.
+    let r = rl(&mut c, &at(now, " PEEK"));
+    assert_eq!((r.0, r.1, r.2), (0, 0, 16 * W_MS));
+    assert!((8 * W_MS - 1_000..=8 * W_MS).contains(&r.3), "{r:?}");
+    assert_eq!(snapshot(&mut c), before, "a PEEK wrote");
+    // At the key's expiry instant: a new window, counting from this call.
+    let end = pexpiretime(&mut c, k) as u64 * 1000;
+    let (reply, before, after) = timed(&mut c, &at(end, ""));
+    assert_eq!(reply, (1, 1, 0, W_MS));
+    assert_eq!(get(&mut c, k).as_deref(), Some("1"));
+    assert_expires(&mut c, k, (before, after));
+    // One admitted and 40 denials later, the 41st denial's TTL stops at 2^53 - 1 ms
+    // (10 s × 2^40 is past it).
+    // On the server's clock: the new window's TTL is from the server's now.
+    let plain = format!("RL.COUNTER {k} 2 10 ESCALATE");
+    for _ in 0..41 {
+        rl(&mut c, &plain);
+    }
+    let (reply, before, after) = timed(&mut c, &plain);
+    assert_eq!(reply, (0, 0, MAX_ESCALATED, MAX_ESCALATED));
+    assert_ttl(&mut c, k, (before, after), MAX_ESCALATED);
+}
+
+/// RL.COUNTER's window may last 292,000 years (its TTL); @fastify/rate-limit's test
+/// asks for 285,421 years with ESCALATE, whose first denial is bounded at 2^53 - 1 ms.
+#[test]
+fn a_counter_window_may_last_285421_years() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let years: i64 = 9_007_201_749_600_000;
+    let line = format!("RL.COUNTER rl:years 2 {years}ms ESCALATE");
+    let (reply, before, after) = timed(&mut c, &line);
+    assert_eq!(reply, (1, 1, 0, years));
+    assert_ttl(&mut c, "rl:years", (before, after), years);
+    let r = rl(&mut c, &line);
+    assert_eq!((r.0, r.1), (1, 0));
+    assert!((years - 1_000..=years).contains(&r.3), "{r:?}");
+    let (reply, before, after) = timed(&mut c, &line);
+    assert_eq!(reply, (0, 0, MAX_ESCALATED, MAX_ESCALATED));
+    assert_ttl(&mut c, "rl:years", (before, after), MAX_ESCALATED);
+    // The longest window: i64::MAX µs.
+    let longest: i64 = i64::MAX / 1000;
+    let (reply, before, after) = timed(&mut c, &format!("RL.COUNTER rl:longest 1 {longest}ms"));
+    assert_eq!(reply, (1, 0, 0, longest));
+    assert_ttl(&mut c, "rl:longest", (before, after), longest);
+    let r = rl(&mut c, &format!("RL.COUNTER rl:longest 1 {longest}ms"));
+    assert_eq!((r.0, r.1), (0, 0));
+    assert!((longest - 1_000..=longest).contains(&r.2), "{r:?}");
+    // In RL.ALL too, beside a limit that keeps its ten years.
+    let all = format!("RL.ALL 2 COUNTER rl:{{a}}c 5 {years}ms FIXED rl:{{a}}f 5 315360000s");
+    let v = query_line(&mut c, &all).unwrap();
+    let Value::Array(r) = v else { panic!("{v:?}") };
+    assert_eq!(
+        r[..4],
+        [
+            Value::Int(1),
+            Value::Int(4),
+            Value::Int(0),
+            Value::Int(years)
+        ]
+    );
+}
+
+/// ESCALATE anywhere but on RL.COUNTER's own command, with RENEW, and windows past each
+/// command's bound: refused with the bound that command has, nothing written.
+#[test]
+fn escalate_elsewhere_and_windows_past_the_bound_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for line in [
+        "RL.COUNTER rl:c 2 10 ESCALATE",
+        "RL.COUNTER rl:c 2 10 ESCALATE",
+        "RL.COUNTER rl:c 2 10 ESCALATE",
+        "RL.FIXED rl:f 2 10",
+    ] {
+        rl(&mut c, line);
+    }
+    let before = snapshot(&mut c);
+    let long = "at most 9223372036854775ms";
+    let ten = "at most 315360000000ms";
+    for (line, error) in [
+        (
+            "RL.FIXED rl:f 2 10 ESCALATE",
+            "ESCALATE is only accepted by RL.COUNTER",
+        ),
+        (
+            "RL.GCRA rl:g 2 10 escalate",
+            "ESCALATE is only accepted by RL.COUNTER",
+        ),
+        (
+            "RL.ALL 1 COUNTER rl:c 2 10 ESCALATE",
+            "ESCALATE is not accepted in RL.ALL",
+        ),
+        (
+            "RL.ALL 1 COUNTER rl:c 2 10 PEEK ESCALATE",
+            "ESCALATE is not accepted in RL.ALL",
+        ),
+        (
+            "RL.COUNTER rl:c 2 10 ESCALATE RENEW",
+            "RENEW and ESCALATE exclude each other",
+        ),
+        (
+            "RL.COUNTER rl:c 2 10 ESCALATE ESCALATE",
+            "ESCALATE given more than once",
+        ),
+        ("RL.COUNTER rl:c 2 9223372036854776ms ESCALATE", long),
+        ("RL.COUNTER rl:c 2 9223372036854776", long),
+        ("RL.COUNTER rl:c 2 10x", long),
+        ("RL.FIXED rl:f 2 315360001", ten),
+        ("RL.SLIDELOG rl:l 2 9007201749600000ms", ten),
+        ("RL.GCRA rl:g 2 9007201749600000ms", ten),
+        ("RL.ALL 2 COUNTER rl:c 2 10 FIXED rl:f 2 315360001", ten),
+        ("RL.ALL 1 COUNTER rl:c 2 9223372036854776ms", long),
+        (
+            "RL.COUNTER rl:c 2 10 BLOCK 315360001",
+            "BLOCK must be a positive duration",
+        ),
+    ] {
+        let e = err_line(&mut c, line);
+        assert!(e.contains(error), "{line}: {e}");
+    }
+    assert_eq!(snapshot(&mut c), before, "a refused call wrote");
+}
+
+/// ESCALATE's TTLs and a 285,421-year window reach a replica without the module and an
+/// AOF reload as the same values and expiry instants (PEXPIREAT effects).
+#[test]
+fn escalate_and_long_windows_replicate() {
+    let (primary, replica) = primary_with_aof_and_replica();
+    let mut p = primary.conn();
+    let t = server_us(&mut p);
+    let _: () = redis::cmd("SET")
+        .arg("rl:{r}:bare")
+        .arg(2)
+        .query(&mut p)
+        .unwrap();
+    let line = |key: &str, now: u64, rest: &str| {
+        format!("RL.COUNTER rl:{{r}}:{key} 2 10 ESCALATE NOW {now}{rest}")
+    };
+    for (l, allowed) in [
+        (line("a", t, ""), 1),
+        (line("a", t + 1, ""), 1),
+        (line("a", t + 2, ""), 0),
+        (line("a", t + 3, ""), 0),
+        (line("a", t + 4, " COST 2"), 0),
+        (line("b", t, " COST 3"), 0),
+        (line("bare", t, ""), 0),
+        (
+            format!("RL.COUNTER rl:{{r}}:y 1 9007201749600000ms ESCALATE NOW {t}"),
+            1,
+        ),
+        (
+            format!("RL.COUNTER rl:{{r}}:y 1 9007201749600000ms ESCALATE NOW {t}"),
+            0,
+        ),
+    ] {
+        assert_eq!(rl(&mut p, &l).0, allowed, "{l}");
+    }
+    let snap = same_on_the_replica_and_after_loadaof(&mut p, &replica);
+    let now = server_time_ms(&mut p);
+    let ttl: Vec<(String, i64)> = snap
+        .iter()
+        .map(|(k, _, at)| (String::from_utf8_lossy(k).into_owned(), at - now))
+        .collect();
+    // a: third denial (count 2 + 1 + 1 + 2 = 6, 2^3 windows); y: bounded at 2^53 - 1.
+    assert!((70_000..=80_000).contains(&ttl[0].1), "{ttl:?}");
+    assert!(
+        (MAX_ESCALATED - 2_000..=MAX_ESCALATED).contains(&ttl[3].1),
+        "{ttl:?}"
+    );
+    let values: Vec<Option<String>> = ["a", "b", "bare", "y"]
+        .iter()
+        .map(|k| get(&mut p, &format!("rl:{{r}}:{k}")))
+        .collect();
+    let values: Vec<Option<&str>> = values.iter().map(Option::as_deref).collect();
+    assert_eq!(values, [Some("6"), Some("3"), Some("3"), Some("2")]);
+}

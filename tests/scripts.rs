@@ -1109,6 +1109,13 @@ fn check_counter_counts(o: &CounterOutcome, block: bool) {
         o.counted_denials
     );
     assert!(o.renewals > n / 100, "{} ends renewed", o.renewals);
+    // With BLOCK only identity 0's denials stay on the counter.
+    let escalated = if block { 0 } else { n / 200 };
+    assert!(
+        o.escalations > escalated,
+        "{} ends escalated",
+        o.escalations
+    );
     if block {
         assert!(o.blocked > n / 10, "{} blocked calls", o.blocked);
         assert!(o.block_ends > n / 100, "{} at a block's end", o.block_ends);
@@ -1130,6 +1137,8 @@ struct CounterOutcome {
     counted_denials: u64,
     /// Spending calls with RENEW that moved a live window's end later.
     renewals: u64,
+    /// Denied spending calls with ESCALATE that moved a live window's end later.
+    escalations: u64,
 }
 
 /// `calls` calls on the `m` twin by the module, on the `s` twin by `right`, or by module
@@ -1152,10 +1161,12 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
     let (mut blocked, mut block_ends) = (0, 0);
     let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
     let mut now = s * 1_000_000 + us;
-    let windows = ["100s", "150000ms", "120"];
+    // Identity 3's window lasts 253,000 years (a µs count past 2^63 / 1000 in a u64, a
+    // bignum in the scripts), its end still below 2^53 ms, where a script reads it exactly.
+    let windows = ["100s", "150000ms", "120", "8000000000000000ms"];
     let (mut admitted, mut denied, mut renewed, mut untimed, mut all_calls) = (0, 0, 0, 0, 0);
     // Denied calls that COUNTALL counted; calls that RENEW moved a live window's end.
-    let (mut counted_denials, mut renewals) = (0, 0);
+    let (mut counted_denials, mut renewals, mut escalations) = (0, 0, 0);
     for i in 0..calls {
         let n = rng.gen_range(0..4);
         let key = |l: char| format!("{{u{n}}}:{l}");
@@ -1171,7 +1182,8 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
             .arg(key('m'))
             .query(&mut c)
             .unwrap();
-        let at_end = end > 0 && rng.gen_bool(0.3);
+        // An end past NOW's ceiling (2255: an escalated window, identity 3's) is no NOW.
+        let at_end = end > 0 && (end as u64) * 1000 < (1 << 53) && rng.gen_bool(0.3);
         let block_key = format!("{{u{n}}}:m:block");
         let block_end: Option<String> = redis::cmd("GET").arg(&block_key).query(&mut c).unwrap();
         let block_end = block_end.and_then(|v| v.split(':').next()?.parse::<u64>().ok());
@@ -1190,7 +1202,7 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
         let mut args = vec![
             "{uN}:X".replace('N', &n.to_string()),
             limit.to_string(),
-            windows[n % 3].to_string(),
+            windows[n].to_string(),
         ];
         let mut opts: Vec<Vec<String>> = match rng.gen_range(0..10) {
             0..=5 => vec![],
@@ -1206,11 +1218,18 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
         }
         let with_block = opts.iter().any(|g| g[0].eq_ignore_ascii_case("BLOCK"));
         let is_all = rng.gen_bool(0.25);
-        // COUNTALL and RENEW (RL.COUNTER's own, refused in RL.ALL), among the options.
+        // COUNTALL, RENEW and ESCALATE (RL.COUNTER's own, refused in RL.ALL), among the
+        // options. ESCALATE excludes RENEW; it is left out once 30 doublings would come
+        // (an end past 2^53 ms, where a script reads the expiry within 1 ms: see
+        // `past_2_to_the_53_ms_a_script_answers_within_a_millisecond`), and on the
+        // 253,000-year window, whose second doubling is past it.
         let (count_all, renew) = (!is_all && rng.gen_bool(0.4), !is_all && rng.gen_bool(0.3));
+        let stored: Option<u64> = redis::cmd("GET").arg(key('m')).query(&mut c).unwrap();
+        let escalate = !is_all && !renew && n < 3 && stored.unwrap_or(0) < 30 && rng.gen_bool(0.4);
         for (on, word) in [
             (count_all, ["COUNTALL", "countall"]),
             (renew, ["RENEW", "Renew"]),
+            (escalate, ["ESCALATE", "escalate"]),
         ] {
             if on {
                 let at = rng.gen_range(0..=opts.len());
@@ -1303,6 +1322,9 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
         if spending && renew && before.is_some() && end > 0 && m.1 > end && !at_end {
             renewals += 1;
         }
+        if spending && denied_now && escalate && !with_block && end > 0 && m.1 > end {
+            escalations += 1;
+        }
         assert!(
             (m.1 - s.1).abs() <= TOL_MS && (m.1 < 0) == (s.1 < 0),
             "call {i}: expiry {} vs {}: {:?}",
@@ -1334,7 +1356,8 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
     eprintln!(
         "counter{}{}: {calls} calls ({all_calls} RL.ALL), {admitted} admitted, {denied} denied, \
          {renewed} windows renewed, {untimed} untimed, {blocked} blocked, {block_ends} at a \
-         block's end, {counted_denials} denials counted (COUNTALL), {renewals} ends moved (RENEW)",
+         block's end, {counted_denials} denials counted (COUNTALL), {renewals} ends moved (RENEW), \
+         {escalations} ends escalated (ESCALATE)",
         if block { " with BLOCK" } else { "" },
         if right.is_none() {
             " (mixed fleet)"
@@ -1352,6 +1375,7 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
         all: all_calls,
         counted_denials,
         renewals,
+        escalations,
     }
 }
 
@@ -1632,6 +1656,25 @@ fn bad_arguments_get_the_same_errors() {
         "concurrency K 1 10 renew",
         "throttle K 1 2 3 COUNTALL",
         "counter K 1 10 COUNTALL countall",
+        "fixed K 1 10 ESCALATE",
+        "gcra K 1 10 escalate",
+        "concurrency K 1 10 ACQUIRE a ESCALATE",
+        "throttle K 1 2 3 ESCALATE",
+        "counter K 1 10 ESCALATE RENEW",
+        "counter K 1 10 escalate PEEK ESCALATE",
+        "counter K 1 10 ESCALATE BLOCK 10 EXTEND RENEW",
+        "counter K 1 10 COUNTALL ESCALATE RENEW BLOCK 10 BACKOFF 20 STRIKES COST 1 PEEK",
+        "counter K 1 10 COUNTALL ESCALATE RENEW BLOCK 10 BACKOFF 20 STRIKES COST 1 PEEK x y",
+        "counter K 1 9223372036854776ms",
+        "counter K 1 9223372036854776",
+        "counter K 1 18446744073709551616ms",
+        "counter K 1 10 BLOCK 9007201749600000ms",
+        "fixed K 1 9007201749600000ms",
+        "gcra K 1 9223372036854775ms",
+        "all 1 counter K 1 10 ESCALATE",
+        "all 1 counter K 1 10 PEEK escalate",
+        "all 2 counter K 1 9223372036854776ms fixed K2 1 10",
+        "all 2 counter K 1 9223372036854775ms fixed K2 1 315360001",
         "counter K 1 10 RENEW PEEK RENEW",
         "counter K 1 10 COUNTALL RENEW BLOCK 10 BACKOFF 20 STRIKES COST 1 PEEK x",
         "counter K 1 10 COUNTALL RENEW BLOCK 10 BACKOFF 20 STRIKES COST 1 PEEK",
@@ -2837,4 +2880,71 @@ fn under_maxmemory_the_scripts_answer_calls_that_start_no_write_needing_memory()
     };
     assert!(exists(&mut c, "{p}:s:block") && exists(&mut c, "{q}:s:block"));
     assert!(!exists(&mut c, "{p}:m:block") && !exists(&mut c, "{q}:m:block"));
+}
+
+/// The one deliberate difference of RL.COUNTER's long windows: Redis hands a script an
+/// integer reply as a double, and takes a script's integer reply from one, so past
+/// 2^53 ms (an expiry after the year 287,000; a reply of more than 2^53 ms) a script
+/// reads and answers the nearest double, within 1 ms of the module. Below it, and for
+/// what a script computes itself (ESCALATE's 2^53 - 1 ms), both agree exactly.
+#[test]
+fn past_2_to_the_53_ms_a_script_answers_within_a_millisecond() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let shas = load_scripts(&mut c);
+    let ints = |reply: &str| -> Vec<i64> {
+        reply
+            .split("int(")
+            .skip(1)
+            .filter_map(|p| p.split(')').next()?.parse().ok())
+            .collect()
+    };
+    let both = |c: &mut Connection, args: &[&str]| -> (Vec<i64>, Vec<i64>) {
+        let call = Call {
+            command: "counter",
+            args: args.iter().map(|a| a.to_string()).collect(),
+            keys: vec![0],
+        };
+        let r = pipeline(
+            c,
+            &[
+                cmd_for(&shas, &call, Impl::Module, 'm'),
+                cmd_for(&shas, &call, Impl::Script, 's'),
+            ],
+        );
+        (ints(&r[0]), ints(&r[1]))
+    };
+    // The longest window's reset, 2^63 / 1000 - 1 ms: the script replies the double.
+    let (m, s) = both(&mut c, &["{l}:X", "1", "9223372036854775ms"]);
+    assert_eq!(m, [1, 0, 0, 9_223_372_036_854_775]);
+    assert_eq!(s, [1, 0, 0, 9_223_372_036_854_776]);
+    assert_same_state(&mut c, 'm', 's', "the longest window");
+
+    // @fastify/rate-limit's 285,421 years with ESCALATE, on twins expiring at the same
+    // odd instant past 2^53 ms, which a double cannot hold.
+    let (secs, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+    let now = (secs * 1_000_000 + us).to_string();
+    let years = ["{y}:X", "2", "9007201749600000ms", "ESCALATE", "NOW", &now];
+    let (m, s) = both(&mut c, &years);
+    assert_eq!((m.clone(), s), (vec![1, 1, 0, 9_007_201_749_600_000], m));
+    let end: i64 = 9_007_201_749_600_001 + (secs as i64) * 1000;
+    for l in ['m', 's'] {
+        let _: () = redis::cmd("PEXPIREAT")
+            .arg(format!("{{y}}:{l}"))
+            .arg(end)
+            .query(&mut c)
+            .unwrap();
+    }
+    let (m, s) = both(&mut c, &years);
+    assert_eq!(
+        (m[..3].to_vec(), s[..3].to_vec()),
+        (vec![1, 0, 0], vec![1, 0, 0])
+    );
+    // Read as the nearest double, answered as one: 0 or 1 ms apart.
+    assert!((m[3] - s[3]).abs() <= 1, "{m:?} {s:?}");
+    // The denial's TTL is the script's own number: exact on both.
+    let (m, s) = both(&mut c, &years);
+    assert_eq!(m, [0, 0, (1 << 53) - 1, (1 << 53) - 1]);
+    assert_eq!(s, m);
+    assert_same_state(&mut c, 'm', 's', "285,421 years");
 }

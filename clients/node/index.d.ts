@@ -31,6 +31,11 @@ export interface Limit {
   /** 'counter' only, alone: every counted call sets the TTL back to the full window (RENEW). */
   renew?: boolean;
   /**
+   * 'counter' only, alone, not with renew: every call counts (as countAll), and each denial
+   * sets the TTL to window × 2^(count − limit − 1), at most 2^53 − 1 ms (ESCALATE).
+   */
+  escalate?: boolean;
+  /**
    * The Redis key, or a function from identity to key. Default `rl:{<identity>}:<name>`:
    * the hash tag keeps all limits of one identity in one cluster slot.
    */

@@ -195,7 +195,7 @@ impl Algorithm for Concurrency {
         let [limit, ttl, ..] = args else {
             return Err(Error::WrongArity(command));
         };
-        let mut spec = parse_spec(limit, ttl)?;
+        let mut spec = parse_spec(limit, ttl, self.longest_window_ms())?;
         let mut now = None;
         let mut operation: Option<(Mode, Option<usize>)> = None;
         let mut at = 2;
@@ -207,7 +207,7 @@ impl Algorithm for Concurrency {
             if word.eq_ignore_ascii_case(b"COST") {
                 return Err(Error::LeaseCost);
             }
-            for option in ["COUNTALL", "RENEW"] {
+            for option in ["COUNTALL", "RENEW", "ESCALATE"] {
                 if word.eq_ignore_ascii_case(option.as_bytes()) {
                     return Err(Error::CounterOnly(option));
                 }

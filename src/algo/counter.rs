@@ -9,7 +9,7 @@ use super::{
     Write, Writes, NO_WRITES,
 };
 use crate::error::Result;
-use crate::limit::{Spec, MAX_AMOUNT};
+use crate::limit::{Spec, MAX_AMOUNT, MAX_ESCALATED_MS, MAX_LONG_WINDOW_MS};
 
 /// The window the stored counter stands for at `now` (µs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +49,8 @@ pub fn period(stored: &Stored, now: u64) -> Period {
 /// The decision on `w`, and the writes of a spending call. By default only an
 /// admitted call adds its cost; with `COUNTALL` every call does (the count stops at
 /// the largest limit, where it denies as any larger one would), and with `RENEW`
-/// every call that adds restarts the window.
+/// every call that adds restarts the window. `ESCALATE` counts as `COUNTALL` does, and
+/// a denied call on an existing counter sets its TTL to `escalated_ms`.
 pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
     let window_us = u128::from(spec.window.us());
     let (count, until_end) = match w {
@@ -60,7 +61,7 @@ pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
     };
     let (limit, cost) = (spec.limit, spec.cost);
     let allowed = u128::from(count) + u128::from(cost) <= u128::from(limit);
-    let counted = allowed || spec.count_all;
+    let counted = allowed || spec.count_all || spec.escalate;
     // All of `cost` when admitted (count + cost is at most the limit).
     let by = if counted {
         cost.min(MAX_AMOUNT.saturating_sub(count))
@@ -69,7 +70,16 @@ pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
     };
     let used_after = u128::from(count) + u128::from(by);
     let renews = counted && spec.renew;
-    let until_end = if renews { window_us } else { until_end };
+    // The plugin's PEXPIRE on a denial, which a creating call does not make (its INCR
+    // gives the key the window whatever the count).
+    let escalates =
+        !allowed && spec.escalate && matches!(w, Period::Live { .. } | Period::Untimed { .. });
+    let escalated = escalates.then(|| escalated_ms(spec, used_after));
+    let until_end = match escalated {
+        Some(ms) => u128::from(ms) * 1000,
+        None if renews => window_us,
+        None => until_end,
+    };
     let decision = Decision {
         allowed,
         remaining: remaining(limit, used_after),
@@ -90,11 +100,14 @@ pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
     let incr = (by > 0).then_some(Write::IncrBy { key: 0, by, ttl_ms });
     // The TTL before the INCRBY, which keeps it (and, done by Redis itself with
     // integer values, closes the key the module had open).
-    let expire = Some(Write::Expire { key: 0, ttl_ms });
+    let expire = Some(Write::Expire {
+        key: 0,
+        ttl_ms: escalated.unwrap_or(ttl_ms),
+    });
     let writes: Writes = match (w, counted) {
         // INCRBY, with PEXPIREAT now + window when it creates the key.
         (Period::None, true) => [incr, None, None],
-        (Period::Live { .. }, true) if renews => [expire, incr, None],
+        (Period::Live { .. }, true) if renews || escalates => [expire, incr, None],
         (Period::Live { .. }, true) => [incr, None, None],
         (Period::Ended, true) => [
             Some(Write::SetExpiring {
@@ -116,6 +129,20 @@ pub fn decide(w: Period, spec: &Spec, now: u64) -> Verdict {
     }
 }
 
+/// The TTL a denial sets under ESCALATE, the count after it `used_after` (above the
+/// limit): window × 2^(used_after − limit − 1), at most `MAX_ESCALATED_MS`, so the
+/// first denial waits a full window again and each next one twice the last.
+pub fn escalated_ms(spec: &Spec, used_after: u128) -> u64 {
+    let doublings = used_after.saturating_sub(u128::from(spec.limit) + 1);
+    let window = u128::from(spec.window.ms());
+    // Past 64 doublings any window is beyond the bound.
+    let ms = u32::try_from(doublings)
+        .ok()
+        .filter(|&d| d < 64)
+        .map_or(u128::MAX, |d| window << d);
+    u64::try_from(ms.min(u128::from(MAX_ESCALATED_MS))).unwrap_or(MAX_ESCALATED_MS)
+}
+
 /// RL.COUNTER: the counter at `<key>` itself.
 pub struct Counter;
 
@@ -126,6 +153,12 @@ impl Algorithm for Counter {
 
     fn takes_counter_options(&self) -> bool {
         true
+    }
+
+    /// It keeps no instant but the key's TTL, so its window may last as long as a TTL
+    /// the server can hold: stock stores take centuries.
+    fn longest_window_ms(&self) -> u64 {
+        MAX_LONG_WINDOW_MS
     }
 
     fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
@@ -151,6 +184,7 @@ impl Algorithm for Counter {
             cost: 0,
             count_all: false,
             renew: false,
+            escalate: false,
             ..*spec
         };
         decide(w, &as_stored, now).decision.reset_after_ms
@@ -524,5 +558,115 @@ mod tests {
         };
         let (dec, _) = run(&at(None, None), &huge, crate::limit::MAX_NOW_US);
         assert_eq!(dec.reset_after_ms, crate::limit::MAX_WINDOW_MS);
+    }
+
+    fn escalating(limit: u64, window: W) -> Spec {
+        Spec {
+            escalate: true,
+            ..Spec::new(limit, window)
+        }
+    }
+
+    fn expire(ttl_ms: u64) -> Option<Write> {
+        Some(Write::Expire { key: 0, ttl_ms })
+    }
+
+    #[test]
+    fn escalate_doubles_the_ttl_on_each_denial_past_the_limit() {
+        let end_ms = T0 / 1000 + W_MS;
+        let now = T0 + 4_000_000;
+        let s = escalating(2, W::TEN_SECONDS);
+        // Admitted as without it: the window ends at the key's expiry.
+        let (dec, w) = run(&at(Some(1), Some(end_ms)), &s, now);
+        assert_eq!(dec, d(true, 0, 0, 6_000));
+        assert_eq!(w, [incr(1), None, None]);
+        // The k-th denial (count max + k after it) waits window × 2^(k−1) from now.
+        for (count, ttl) in [(2, W_MS), (3, 2 * W_MS), (4, 4 * W_MS), (12, 1024 * W_MS)] {
+            let (dec, w) = run(&at(Some(count), Some(end_ms)), &s, now);
+            assert_eq!(dec, d(false, 0, ttl as i64, ttl), "{count}");
+            assert_eq!(w, [expire(ttl), incr(1), None], "{count}");
+        }
+        // A counter without a TTL escalates the same (the plugin's INCR did not create it).
+        let (dec, w) = run(&at(Some(3), None), &s, now);
+        assert_eq!(dec, d(false, 0, 2 * W_MS as i64, 2 * W_MS));
+        assert_eq!(w, [expire(2 * W_MS), incr(1), None]);
+        // A call that creates the counter gives it the window, even denied (cost above
+        // the limit), as the plugin's first INCR does.
+        let (dec, w) = run(&at(None, None), &Spec { cost: 3, ..s }, now);
+        assert_eq!(dec, d(false, 0, -1, W_MS));
+        assert_eq!(w, [incr(3), None, None]);
+        let (_, w) = run(&at(Some(9), Some(end_ms)), &s, end_ms * 1000);
+        assert!(matches!(
+            w[0],
+            Some(Write::SetExpiring {
+                value: 1,
+                ttl_ms: W_MS,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn escalate_stops_at_2_to_the_53_ms() {
+        let end_ms = T0 / 1000 + W_MS;
+        let s = escalating(2, W::TEN_SECONDS);
+        for count in [45, 63, 64, 200, MAX_AMOUNT - 1, MAX_AMOUNT] {
+            let (dec, w) = run(&at(Some(count), Some(end_ms)), &s, T0);
+            assert_eq!(dec.retry_after_ms, MAX_ESCALATED_MS as i64, "{count}");
+            assert_eq!(w[0], expire(MAX_ESCALATED_MS), "{count}");
+        }
+        // 10 s × 2^39 is below the bound, 2^40 above it.
+        let (dec, _) = run(&at(Some(41), Some(end_ms)), &s, T0);
+        assert_eq!(dec.retry_after_ms, (W_MS << 39) as i64);
+        // @fastify/rate-limit's 285,421 years: just above 2^53 ms, so even the first
+        // denial is bounded.
+        let years = W::from_ms_upto(9_007_201_749_600_000, MAX_LONG_WINDOW_MS).unwrap();
+        let s = escalating(2, years);
+        let (dec, w) = run(&at(None, None), &s, T0);
+        assert_eq!(dec, d(true, 1, 0, 9_007_201_749_600_000));
+        assert_eq!(
+            w[0],
+            Some(Write::IncrBy {
+                key: 0,
+                by: 1,
+                ttl_ms: 9_007_201_749_600_000
+            })
+        );
+        let end = T0 / 1000 + 9_007_201_749_600_000;
+        let (dec, w) = run(&at(Some(2), Some(end)), &s, T0 + 5);
+        assert_eq!(dec, d(false, 0, MAX_ESCALATED_MS as i64, MAX_ESCALATED_MS));
+        assert_eq!(w[0], expire(MAX_ESCALATED_MS));
+    }
+
+    #[test]
+    fn a_peek_under_escalate_reports_the_stored_ttl() {
+        let end_ms = T0 / 1000 + W_MS;
+        let s = escalating(2, W::TEN_SECONDS);
+        assert_eq!(
+            Counter.own_reset_ms(&at(Some(5), Some(end_ms)), &s, T0),
+            W_MS
+        );
+    }
+
+    #[test]
+    fn windows_up_to_292_thousand_years() {
+        assert_eq!(Counter.longest_window_ms(), 9_223_372_036_854_775);
+        let longest = W::from_ms_upto(MAX_LONG_WINDOW_MS, MAX_LONG_WINDOW_MS).unwrap();
+        let s = Spec::new(3, longest);
+        let now = crate::limit::MAX_NOW_US;
+        let (dec, w) = run(&at(None, None), &s, now);
+        assert_eq!(dec, d(true, 2, 0, MAX_LONG_WINDOW_MS));
+        assert!(matches!(
+            w[0],
+            Some(Write::IncrBy {
+                ttl_ms: MAX_LONG_WINDOW_MS,
+                ..
+            })
+        ));
+        // Its end read back (the server's ms): still a live window, µs in a u64.
+        let end_ms = now / 1000 + MAX_LONG_WINDOW_MS;
+        let (dec, _) = run(&at(Some(3), Some(end_ms)), &s, now);
+        assert!(!dec.allowed);
+        assert_eq!(dec.retry_after_ms, MAX_LONG_WINDOW_MS as i64);
     }
 }

@@ -240,9 +240,15 @@ pub trait Algorithm: Sync {
         false
     }
 
-    /// Whether its own command takes `COUNTALL` and `RENEW` (RL.COUNTER).
+    /// Whether its own command takes `COUNTALL`, `RENEW` and `ESCALATE` (RL.COUNTER).
     fn takes_counter_options(&self) -> bool {
         false
+    }
+
+    /// Its longest window in ms: ten years, as every instant it stores in µs must
+    /// stay below 2265 (see `MAX_END_US`); a limiter that stores none may take more.
+    fn longest_window_ms(&self) -> u64 {
+        crate::limit::MAX_WINDOW_MS
     }
 
     /// Whether RL.ALL can name it: only algorithms that reply the common four.
@@ -288,6 +294,7 @@ pub trait Algorithm: Sync {
                 burst: self.accepts_burst(),
                 refill: self.accepts_refill(),
                 counts: self.takes_counter_options(),
+                longest_window_ms: self.longest_window_ms(),
             },
         )
     }
@@ -333,6 +340,10 @@ impl crate::args::Named for &'static dyn Algorithm {
 
     fn accepts_refill(&self) -> bool {
         Algorithm::accepts_refill(*self)
+    }
+
+    fn longest_window_ms(&self) -> u64 {
+        Algorithm::longest_window_ms(*self)
     }
 
     fn check_block(&self) -> Result<()> {

@@ -16,8 +16,9 @@ use crate::top::Row;
 
 /// The most arguments after the key a limiter command accepts: RL.COUNTER's
 /// `<limit> <window>` and every option once (COST n, NOW t, a mode, BLOCK d,
-/// BACKOFF max, STRIKES, COUNTALL, RENEW) is 14; RL.PSEUDONYM takes at most 6.
-pub const MAX_ARGS: usize = 14;
+/// BACKOFF max, STRIKES, COUNTALL, RENEW, ESCALATE) is 15 (RENEW and ESCALATE exclude
+/// each other, which the parser says); RL.PSEUDONYM takes at most 6.
+pub const MAX_ARGS: usize = 15;
 
 pub struct Call<'a> {
     pub ctx: Ctx,

@@ -45,12 +45,24 @@ export class RateLimitConfigError extends TypeError {
   name = 'RateLimitConfigError';
 }
 
-// The module's bounds (src/args.rs): amounts 1..=10^18, windows up to 10 years, RL.SLIDELOG
-// holds at most 1,000,000 members (one per unit), so its cost is at most that too.
+// The module's bounds (src/args.rs): amounts 1..=10^18, windows up to 10 years (RL.COUNTER's
+// up to 2^63 - 1 µs, about 292,000 years: it keeps only the key's TTL), RL.SLIDELOG holds at
+// most 1,000,000 members (one per unit), so its cost is at most that too. Windows compare as
+// BigInt: a counter's longest is past 2^53 ms, where a Number is no longer exact.
 const MAX_AMOUNT = 1e18;
-const MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000;
+const MAX_WINDOW_MS = 10n * 365n * 24n * 3600n * 1000n;
+const MAX_COUNTER_WINDOW_MS = 9_223_372_036_854_775n;
 const MAX_LOG_LIMIT = 1_000_000;
-const WINDOW_FORMATS = "a number of seconds (60) or a string '60', '60s' or '1500ms', positive, at most 10 years";
+const windowFormats = (max) => `a number of seconds (60) or a string '60', '60s' or '1500ms', positive, at most ${max === MAX_WINDOW_MS ? '10 years' : `${max} ms (about 292,000 years)`}`;
+const WINDOW_FORMATS = windowFormats(MAX_WINDOW_MS);
+
+/** A window (or block duration) in ms as a BigInt, or undefined if it is none. */
+function exactMs(window) {
+  if (typeof window === 'number') return Number.isSafeInteger(window) ? BigInt(window) * 1000n : undefined;
+  const m = /^(\d+)(ms|s)?$/i.exec(String(window).trim());
+  if (!m) return undefined;
+  return m[2]?.toLowerCase() === 'ms' ? BigInt(m[1]) : BigInt(m[1]) * 1000n;
+}
 
 const wholeAmount = (n) => Number.isInteger(n) && n >= 1 && n <= MAX_AMOUNT;
 
@@ -72,9 +84,10 @@ export function validateLimit(limit) {
   if (amountOf(limit.limit) === undefined) {
     throw new RateLimitConfigError(`redis-rl: limit "${name}": limit must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.limit)}`);
   }
-  const ms = typeof limit.window === 'number' && !Number.isInteger(limit.window) ? NaN : windowMs(limit.window);
-  if (!(ms >= 1 && ms <= MAX_WINDOW_MS)) {
-    throw new RateLimitConfigError(`redis-rl: limit "${name}": window must be ${WINDOW_FORMATS}; got ${JSON.stringify(limit.window)}`);
+  const longest = word === 'COUNTER' ? MAX_COUNTER_WINDOW_MS : MAX_WINDOW_MS;
+  const ms = exactMs(limit.window);
+  if (!(ms >= 1n && ms <= longest)) {
+    throw new RateLimitConfigError(`redis-rl: limit "${name}": window must be ${windowFormats(longest)}; got ${JSON.stringify(limit.window)}`);
   }
   if (limit.burst !== undefined) {
     if (word !== 'GCRA') throw new RateLimitConfigError(`redis-rl: limit "${name}": burst is for algorithm 'gcra' only`);
@@ -85,17 +98,18 @@ export function validateLimit(limit) {
     if (amountOf(limit.refill) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": refill must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.refill)}`);
   }
   if (limit.block !== undefined) blockArgs(limit);
-  for (const flag of ['countAll', 'renew']) {
+  for (const flag of ['countAll', 'renew', 'escalate']) {
     if (limit[flag] !== undefined && typeof limit[flag] !== 'boolean') throw new RateLimitConfigError(`redis-rl: limit "${name}": ${flag} must be true or false, got ${JSON.stringify(limit[flag])}`);
     if (limit[flag] && word !== 'COUNTER') throw new RateLimitConfigError(`redis-rl: limit "${name}": ${flag} is for algorithm 'counter' only`);
   }
+  if (limit.renew && limit.escalate) throw new RateLimitConfigError(`redis-rl: limit "${name}": renew and escalate exclude each other`);
   keyFor(limit, 'probe');
   return limit;
 }
 
 const durationOk = (d) => {
-  const ms = typeof d === 'number' && !Number.isInteger(d) ? NaN : windowMs(d);
-  return ms >= 1 && ms <= MAX_WINDOW_MS;
+  const ms = exactMs(d);
+  return ms >= 1n && ms <= MAX_WINDOW_MS;
 };
 
 /**
@@ -154,6 +168,8 @@ function limitArgs(limit, key, cost) {
   // The stock stores' counting (every call adds its cost) and their re-armed TTL.
   if (limit.countAll) args.push('COUNTALL');
   if (limit.renew) args.push('RENEW');
+  // @fastify/rate-limit's exponential backoff: each denial doubles the TTL.
+  if (limit.escalate) args.push('ESCALATE');
   return args;
 }
 
@@ -181,8 +197,8 @@ export function buildCommand(limits, keys, costs, { nowUs, mode, lease }) {
   const concurrent = limits.map((l) => algorithmWord(l) === 'CONCURRENCY');
   if (limits.length === 1 && concurrent[0]) return [...concurrencyArgs(limits[0], keys[0], lease, mode), ...now];
   if (mode === 'HEARTBEAT') throw new TypeError('redis-rl: HEARTBEAT is for one concurrency limit');
-  const single = limits.length > 1 && limits.find((l) => l.countAll || l.renew);
-  if (single) throw new RateLimitConfigError(`redis-rl: limit "${policyName(single)}": countAll and renew are RL.COUNTER's alone, not a limit's in RL.ALL (check it on its own)`);
+  const single = limits.length > 1 && limits.find((l) => l.countAll || l.renew || l.escalate);
+  if (single) throw new RateLimitConfigError(`redis-rl: limit "${policyName(single)}": countAll, renew and escalate are RL.COUNTER's alone, not a limit's in RL.ALL (check it on its own)`);
   const args = limits.length === 1
     ? [`RL.${algorithmWord(limits[0])}`, ...limitArgs(limits[0], keys[0], costs[0])]
     : ['RL.ALL', String(limits.length),

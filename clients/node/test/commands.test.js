@@ -113,10 +113,39 @@ for (const [lib, connect] of Object.entries(standalone)) {
         [{ ...limit, algorithm: 'fixed' }, /limit "all": countAll is for algorithm 'counter' only/],
         [{ ...limit, countAll: false, algorithm: 'gcra' }, /limit "all": renew is for algorithm 'counter' only/],
         [{ ...limit, countAll: 'yes' }, /limit "all": countAll must be true or false, got "yes"/],
-        [[limit, { ...limit, name: 'other', countAll: false, renew: false }], /limit "all": countAll and renew are RL.COUNTER's alone, not a limit's in RL.ALL/],
+        [[limit, { ...limit, name: 'other', countAll: false, renew: false }], /limit "all": countAll, renew and escalate are RL.COUNTER's alone, not a limit's in RL.ALL/],
+        [{ ...limit, escalate: true }, /limit "all": renew and escalate exclude each other/],
+        [{ ...limit, countAll: false, renew: false, escalate: true, algorithm: 'slidelog' }, /limit "all": escalate is for algorithm 'counter' only/],
+        [{ ...limit, renew: false, escalate: 1 }, /limit "all": escalate must be true or false, got 1/],
+        [[{ ...limit, renew: false, escalate: true }, { ...limit, name: 'other', countAll: false, renew: false }], /countAll, renew and escalate are RL.COUNTER's alone/],
       ];
       for (const [bad, message] of refused) await assert.rejects(rl.check(bad, undefined, { now }), message);
       assert.equal(await raw(conn.client, 'GET', limit.key), '2');
+    });
+
+    it('escalate: RL.COUNTER\'s ESCALATE, each denial doubling the TTL; a counter\'s window may last 292,000 years, no other\'s', async () => {
+      const now = Date.now();
+      const limit = { name: 'esc', algorithm: 'counter', limit: 1, window: 10, key: `rl:{escalate-${lib}}:c`, escalate: true };
+      assert.equal((await rl.check(limit, undefined, { now })).allowed, true);
+      for (const ttl of [10_000, 20_000, 40_000]) {
+        const d = await rl.check(limit, undefined, { now });
+        assert.deepEqual([d.allowed, d.retryAfter, d.resetAfter], [false, ttl, ttl]);
+        const pttl = Number(await raw(conn.client, 'PTTL', limit.key));
+        assert.ok(pttl > ttl - 1000 && pttl <= ttl, `PTTL ${pttl}`);
+      }
+      assert.equal(await raw(conn.client, 'GET', limit.key), '4');
+      // 285,421 years (past 2^53 ms: sent as its digits, exactly); the longest, and 1 ms more.
+      const years = { ...limit, key: `rl:{escalate-${lib}}:y`, escalate: false, window: '9007201749600000ms' };
+      assert.deepEqual(await rl.check(years, undefined, { now }).then((d) => [d.allowed, d.resetAfter]), [true, 9_007_201_749_600_000]);
+      const longest = { ...years, key: `rl:{escalate-${lib}}:l`, window: '9223372036854775ms' };
+      assert.equal((await rl.check(longest, undefined, { now })).allowed, true);
+      for (const [bad, message] of [
+        [{ ...longest, window: '9223372036854776ms' }, /limit "esc": window must be .* at most 9223372036854775 ms \(about 292,000 years\); got "9223372036854776ms"/],
+        [{ ...years, algorithm: 'fixed' }, /limit "esc": window must be .* at most 10 years; got "9007201749600000ms"/],
+        [{ ...years, algorithm: 'fixed', window: '315360001s' }, /at most 10 years/],
+        [{ ...years, block: '315360001s' }, /block must be a duration, .* at most 10 years/],
+      ]) await assert.rejects(rl.check(bad, undefined, { now }), message);
+      assert.equal(await raw(conn.client, 'EXISTS', `rl:{escalate-${lib}}:y`), 1);
     });
 
     it('a counter limit refuses burst, as every limit but gcra', async () => {

@@ -130,6 +130,45 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       assert.throws(() => redisRlStore({ client, timeout: SLOW_OK, failure: 'open' }), /skipOnError/);
     });
 
+    it('on algorithm counter exponentialBackoff is RL.COUNTER\'s ESCALATE: the plugin\'s RedisStore\'s TTLs, statuses and 285,421 years', async () => {
+      const client = shared.conn.client;
+      // On the server clock (RL.COUNTER's window is the key's TTL): no clock here.
+      const run = async (store, key) => {
+        const srv = await app(plugin, { max: 2, timeWindow: 10_000, exponentialBackoff: true, ...store });
+        const id = freshId();
+        const seen = [];
+        try {
+          for (let i = 0; i < 6; i++) {
+            const r = await srv.hit(id);
+            // The TTL the request left on the server, to the second (both stores' keys).
+            const ttl = await client.pttl(key(id));
+            seen.push([r.status, r.headers['retry-after'], Math.round(ttl / 1000)]);
+          }
+        } finally {
+          await srv.close();
+        }
+        return seen;
+      };
+      const stock = await run({ redis: client, nameSpace: `esc-stock-${version}-` }, (id) => `esc-stock-${version}-${id}`);
+      const ours = await run({ store: redisRlStore({ client, timeout: SLOW_OK, algorithm: 'counter', nameSpace: `esc-${version}:` }) }, (id) => `esc-${version}:{${id}}:`);
+      assert.deepEqual(ours, [
+        [200, undefined, 10], [200, undefined, 10], [429, '10', 10], [429, '20', 20], [429, '40', 40], [429, '80', 80],
+      ]);
+      assert.deepEqual(ours, stock);
+      // The plugin's own test: a route of 285,421 years, past the block's ten years.
+      const srv = await app(plugin, { max: 2, timeWindow: 500, exponentialBackoff: true, store: redisRlStore({ client, timeout: SLOW_OK, algorithm: 'counter', nameSpace: `years-${version}:` }) },
+        (f) => f.get('/', { config: { rateLimit: { max: 2, timeWindow: '285421 years' } } }, async () => 'ok'));
+      try {
+        const id = freshId();
+        assert.deepEqual([(await srv.hit(id)).status, (await srv.hit(id)).status], [200, 200]);
+        const denied = await srv.hit(id);
+        assert.deepEqual([denied.status, JSON.parse(denied.body).message], [429, 'Rate limit exceeded, retry in 285421 years']);
+        assert.equal(await client.pttl(`years-${version}:{${id}}:GET/`) > 2 ** 53 - 2000, true);
+      } finally {
+        await srv.close();
+      }
+    });
+
     it('the boundary burst: the plugin\'s Redis store admits 16, the module\'s sliding windows about half', async (t) => {
       const results = await burstResults({
         freshId,
@@ -152,6 +191,12 @@ for (const [version, plugin] of [['11', rateLimit11], ['10', rateLimit10]]) {
       // A route's: its store is built when the route is added.
       await assert.rejects(app(plugin, { max: 2, timeWindow: 1000, store: store() },
         (f) => f.get('/long', { config: { rateLimit: { timeWindow: 315_360_000_001 } } }, async () => 'ok')), /route GET\/long: timeWindow .* got 315360000001 ms/);
+      // On algorithm counter a window may be 285,421 years, but not a block's (ban).
+      const counter = () => redisRlStore({ client: shared.conn.client, timeout: SLOW_OK, algorithm: 'counter' });
+      (await app(plugin, { max: 2, timeWindow: '285421 years', store: counter() })).close();
+      await assert.rejects(app(plugin, { max: 2, timeWindow: '285421 years', ban: 1, store: counter() }), refused);
+      await assert.rejects(app(plugin, { max: 2, timeWindow: 2 ** 63, store: counter() }),
+        /timeWindow must be 1 ms to about 292,000 years \(9223372036854775 ms\), got /);
       // Ten years is the longest window, and a function is only known per request.
       const srv = await app(plugin, { max: 1, timeWindow: 315_360_000_000, store: store() },
         (f) => {

@@ -14,19 +14,26 @@
 -- Replies: the module's integers; errors: the module's texts, as error replies.
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53 (every µs time, limit,
--- cost and window is). Products and nanosecond times can exceed that: they are
--- computed exactly in a small bignum (base 2^24 limbs) whenever they would.
+-- cost and window but RL.COUNTER's longest is). Products, nanosecond times and those
+-- windows can exceed that: they are computed exactly in a small bignum (base 2^24 limbs)
+-- whenever they would. What Redis hands a script, and what a script replies, is a double:
+-- past 2^53 (a counter expiring past 2^53 ms since 1970, a reply past 2^53 ms) it is the
+-- nearest double, within 1 ms of the module's.
 
 local floor = math.floor
 local B = 16777216 -- 2^24
 local TWO53 = 9007199254740992
 local MAX_AMOUNT = 1000000000000000
 local MAX_WINDOW_MS = 315360000000
+-- RL.COUNTER's longest window: i64::MAX µs, in ms (digits: past 2^53).
+local MAX_LONG_WINDOW_MS = '9223372036854775'
+-- The longest TTL ESCALATE sets (@fastify/rate-limit's bound).
+local MAX_ESCALATED_MS = 9007199254740991
 local MIN_NOW_US = 94694400000000
 local MAX_NOW_US = 9007199254740991
 local MAX_LOG_LIMIT = 1000000
 local MAX_LIMITS = 16
-local MAX_ARGS = 14
+local MAX_ARGS = 15
 local TRIM_BATCH = 1000
 local I64_MAX = '9223372036854775807'
 -- The latest instant stored as an integer (a GCRA TAT, a block's end): NOW's ceiling
@@ -244,8 +251,8 @@ local function E_arity(name) fail("ERR wrong number of arguments for '" .. name 
 local function E_positive(name, m)
   fail('ERR ' .. name .. ' must be a positive integer no larger than ' .. str(m))
 end
-local function E_window()
-  fail('ERR window must be a positive duration such as 60, 60s or 1500ms, at most ' .. MAX_WINDOW_MS .. 'ms')
+local function E_window(longest)
+  fail('ERR window must be a positive duration such as 60, 60s or 1500ms, at most ' .. str(longest) .. 'ms')
 end
 local function E_badnow() fail('ERR NOW must be unix time in microseconds between 1973 and 2255') end
 local function E_unknown(o) fail("ERR syntax error: unknown option '" .. o .. "'") end
@@ -278,7 +285,9 @@ local function parse_amount(name, s)
   return n
 end
 
-local function parse_window(s)
+-- A window of at most `longest` ms (ten years unless given), exact past 2^53.
+local function parse_window(s, longest)
+  longest = longest or MAX_WINDOW_MS
   local digits, unit = s, 1000
   local last = string.sub(s, -1)
   if not string.find(last, '^[0-9]$') then
@@ -289,10 +298,11 @@ local function parse_window(s)
       digits = string.sub(s, 1, -2)
     end
   end
-  local n = parse_u64(digits)
-  if n == nil then E_window() end
-  local ms = n * unit
-  if ms == 0 or ms > MAX_WINDOW_MS then E_window() end
+  if #digits == 0 or #digits > 20 or string.find(digits, '[^0-9]') then E_window(longest) end
+  local t = string.gsub(digits, '^0+', '')
+  if t == '' or not within(t, U64_MAX) then E_window(longest) end
+  local ms = mul(fromdigits(t), unit)
+  if cmp(ms, longest) > 0 then E_window(longest) end
   return ms
 end
 
@@ -309,17 +319,18 @@ local function parse_now(s)
   return n
 end
 
-local function spec_of(limit, window)
+-- `<limit> <window>`, the window at most `longest` ms (the algorithm's bound).
+local function spec_of(limit, window, longest)
   local l = parse_amount('limit', limit)
-  local ms = parse_window(window)
-  return { limit = l, ms = ms, w = ms * 1000, cost = 1 }
+  local ms = parse_window(window, longest)
+  return { limit = l, ms = ms, w = mul(ms, 1000), cost = 1 }
 end
 
 local KEYWORDS = {
   NOW = 'NOW', COST = 'COST', PEEK = 'PEEK', RESET = 'RESET', BURST = 'BURST',
   LEASE = 'LEASE', REFUND = 'REFUND', BLOCK = 'BLOCK', EXTEND = 'EXTEND', IMPOSE = 'IMPOSE',
   BACKOFF = 'BACKOFF', STRIKES = 'STRIKES', COUNTALL = 'COUNTALL', RENEW = 'RENEW',
-  REFILL = 'REFILL',
+  REFILL = 'REFILL', ESCALATE = 'ESCALATE',
 }
 
 local function keyword(o)
@@ -390,7 +401,7 @@ local function read_expiry(name)
   local pttl = redis.call('PTTL', name)
   if pttl < 0 then return nil end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + pttl
+  return add(tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000), pttl)
 end
 
 -- Reads key `i` of `l` into `st`: its counter, and for an expiring one its expiry.
@@ -536,7 +547,7 @@ A.FIXED.refund = counter_refund
 -- COUNTER (src/algo/counter.rs): one counter at the key itself, whose TTL is the window,
 -- set when it is created: the window ends when the key expires. `st.expires[1]` is the
 -- key's expiry instant (unix ms), nil without a TTL (see read_expiry).
-A.COUNTER = { counts = true }
+A.COUNTER = { counts = true, longest = fromdigits(MAX_LONG_WINDOW_MS) }
 function A.COUNTER.keys(spec, base)
   return { { name = base, kind = 'int', written = true, expiring = true } }
 end
@@ -547,35 +558,49 @@ local function counter_window(st, now)
   if count == nil then return 'none', 0 end
   local ms = st.expires and st.expires[1]
   if ms == nil then return 'untimed', count end
-  local ends = ms * 1000
-  if ends <= now then return 'ended', 0 end
+  local ends = mul(ms, 1000)
+  if cmp(ends, now) <= 0 then return 'ended', 0 end
   return 'live', count, ends
+end
+-- ESCALATE's TTL on a denial, the count after it `used_after`: window × 2^(used_after −
+-- limit − 1), at most MAX_ESCALATED_MS.
+local function escalated_ms(spec, used_after)
+  local doublings = subsat(used_after, add(spec.limit, 1))
+  if cmp(doublings, 64) >= 0 then return MAX_ESCALATED_MS end
+  return min(mul(spec.ms, 2 ^ doublings), MAX_ESCALATED_MS)
 end
 -- By default only an admitted call adds its cost; with COUNTALL every call does (the
 -- count stops at MAX_AMOUNT, where it denies as any larger one would), and with RENEW
--- every call that adds restarts the window.
+-- every call that adds restarts the window. ESCALATE counts as COUNTALL does, and a
+-- denied call on an existing counter sets its TTL to escalated_ms.
 function A.COUNTER.decide(st, spec, now)
   local state, count, ends = counter_window(st, now)
   local until_end = spec.w
-  if state == 'live' then until_end = ends - now end
+  if state == 'live' then until_end = sub(ends, now) end
   local limit, cost = spec.limit, spec.cost
   local allowed = cmp(add(count, cost), limit) <= 0
-  local counted = allowed or spec.count_all
+  local counted = allowed or spec.count_all or spec.escalate
   local by = counted and min(cost, MAX_AMOUNT - count) or 0
   local used_after = add(count, by)
   local renews = counted and spec.renew
-  if renews then until_end = spec.w end
+  local escalated
+  if not allowed and spec.escalate and (state == 'live' or state == 'untimed') then
+    escalated = escalated_ms(spec, used_after)
+    until_end = mul(escalated, 1000)
+  elseif renews then
+    until_end = spec.w
+  end
   local retry
   if allowed then retry = 0 elseif cost > limit then retry = -1 else retry = retry_ms(until_end) end
   local d = decision(allowed, remaining(limit, used_after), retry,
     cmp(used_after, 0) == 0 and 0 or ceil_ms(until_end))
   local incr = { op = 'incrby', key = 1, by = by, ttl = spec.ms }
-  local expire = { op = 'expire', key = 1, ttl = spec.ms }
+  local expire = { op = 'expire', key = 1, ttl = escalated or spec.ms }
   local w = {}
   if counted then
     -- The TTL before the INCRBY, which keeps it.
     if state == 'ended' then w = { { op = 'set', key = 1, value = by, ttl = spec.ms } }
-    elseif state == 'untimed' or (state == 'live' and renews) then w = { expire }
+    elseif state == 'untimed' or (state == 'live' and (renews or escalated)) then w = { expire }
     end
     if by > 0 and state ~= 'ended' then w[#w + 1] = incr end
   elseif state == 'untimed' then
@@ -588,7 +613,7 @@ end
 function A.COUNTER.own_reset(st, spec, now)
   local nothing = {}
   for k, v in pairs(spec) do nothing[k] = v end
-  nothing.cost, nothing.count_all, nothing.renew = 0, nil, nil
+  nothing.cost, nothing.count_all, nothing.renew, nothing.escalate = 0, nil, nil, nil
   return (A.COUNTER.decide(st, nothing, now)).reset
 end
 function A.COUNTER.refund(st, spec, now)
@@ -1168,7 +1193,7 @@ end
 local function parse_limiter(command, args, from, algo)
   local limit, window = args[from], args[from + 1]
   if window == nil then E_arity(command) end
-  local spec = spec_of(limit, window)
+  local spec = spec_of(limit, window, algo.longest)
   local cost, now, mode
   local block = {}
   local i = from + 2
@@ -1184,9 +1209,9 @@ local function parse_limiter(command, args, from, algo)
     elseif name == 'EXTEND' or name == 'STRIKES' then
       block_take(block, name)
       i = i + 1
-    elseif name == 'COUNTALL' or name == 'RENEW' then
+    elseif name == 'COUNTALL' or name == 'RENEW' or name == 'ESCALATE' then
       if not algo.counts then E_counter_only(name) end
-      local field = name == 'COUNTALL' and 'count_all' or 'renew'
+      local field = name == 'COUNTALL' and 'count_all' or string.lower(name)
       if spec[field] then E_repeated(name) end
       spec[field] = true
       i = i + 1
@@ -1214,6 +1239,7 @@ local function parse_limiter(command, args, from, algo)
       i = i + 1
     end
   end
+  if spec.renew and spec.escalate then fail('ERR syntax error: RENEW and ESCALATE exclude each other') end
   spec.cost = cost or 1
   spec.block = block_finish(block)
   if mode == 'IMPOSE' and not spec.block then fail('ERR syntax error: IMPOSE needs BLOCK') end
@@ -1235,7 +1261,7 @@ local function parse_concurrency(command, args, from)
     end
     -- RL.ALL's limits take COST; a lease here is one slot too, and says so.
     if name == 'COST' then fail('ERR RL.CONCURRENCY: a lease is one slot, COST is not accepted') end
-    if name == 'COUNTALL' or name == 'RENEW' then E_counter_only(name) end
+    if name == 'COUNTALL' or name == 'RENEW' or name == 'ESCALATE' then E_counter_only(name) end
     if #word > 9 or not LEASE_OPS[name] then E_unknown(word) end
     local takes_value = name ~= 'PEEK' and name ~= 'RESET'
     if takes_value and args[i + 1] == nil then E_missing(name) end
@@ -1309,13 +1335,13 @@ local function parse_all(args)
     local up = string.upper(name)
     if not ALL_NAMES[up] then fail("ERR RL.ALL: unknown algorithm '" .. name .. "'") end
     local algo = A[up]
-    local spec = spec_of(limit, window)
+    local spec = spec_of(limit, window, algo.longest)
     at = at + 4
     local cost
     local block = {}
     while args[at] ~= nil do
       local o = keyword(args[at])
-      if o == 'COUNTALL' or o == 'RENEW' then E_not_in_all(o) end
+      if o == 'COUNTALL' or o == 'RENEW' or o == 'ESCALATE' then E_not_in_all(o) end
       if o ~= 'COST' and o ~= 'BURST' and o ~= 'REFILL' and o ~= 'BLOCK' and o ~= 'BACKOFF' and o ~= 'EXTEND'
         and o ~= 'STRIKES' then break end
       if (o == 'BURST' and not algo.burst) or (o == 'REFILL' and not algo.refill) then E_unknown(args[at]) end
@@ -1350,7 +1376,7 @@ local function parse_all(args)
     local option = args[at]
     local name = keyword(option)
     if name == nil then E_unknown(option) end
-    if name == 'COUNTALL' or name == 'RENEW' then E_not_in_all(name) end
+    if name == 'COUNTALL' or name == 'RENEW' or name == 'ESCALATE' then E_not_in_all(name) end
     if name == 'COST' or name == 'BURST' or name == 'REFILL' or name == 'BLOCK' or name == 'BACKOFF' or name == 'EXTEND'
       or name == 'STRIKES' then
       fail('ERR syntax error: ' .. name .. ' belongs to a limit and must come before NOW, PEEK, REFUND or RESET')

@@ -16,26 +16,40 @@ const WHO = 'redis-rl/fastify';
 //   exponentialBackoff   BLOCK … BACKOFF: the k-th denied request waits timeWindow × 2^(k-1)
 // With both continueExceeding and exponentialBackoff, continueExceeding wins, as in the
 // plugin's stores.
-// The module's longest window and block: ten years.
+// On algorithm 'counter' (the plugin's own window) exponentialBackoff without ban is
+// RL.COUNTER's ESCALATE instead, the plugin's RedisStore exactly: every request counts, and
+// each denial sets the counter's TTL to timeWindow × 2^(current − max − 1), at most
+// 2^53 − 1 ms. (With ban the penalty box counts the strikes, so it stays BLOCK … BACKOFF.)
+// The module's longest block, and window but RL.COUNTER's: ten years. RL.COUNTER's: 2^63 - 1
+// µs (the plugin's own tests ask for 285,421 years).
 const LONGEST_MS = 315_360_000_000;
 const LONGEST = `${LONGEST_MS}ms`;
-function blockOf(params) {
-  const ban = Number.isFinite(params.ban) && params.ban >= 0;
-  if (!ban && !params.continueExceeding && !params.exponentialBackoff) return undefined;
+const COUNTER_LONGEST_MS = 9_223_372_036_854_775n;
+const bans = (params) => Number.isFinite(params.ban) && params.ban >= 0;
+const escalates = (params, algorithm) => algorithm === 'counter' && Boolean(params.exponentialBackoff) && !params.continueExceeding && !bans(params);
+
+function blockOf(params, algorithm) {
+  const ban = bans(params);
+  const backoff = params.exponentialBackoff && !params.continueExceeding && !escalates(params, algorithm);
+  if (!ban && !params.continueExceeding && !backoff) return undefined;
   return {
     strikes: ban,
     extend: Boolean(params.continueExceeding),
-    backoff: params.continueExceeding || !params.exponentialBackoff ? undefined : LONGEST,
+    backoff: backoff ? LONGEST : undefined,
   };
 }
 
 // A numeric timeWindow (the plugin has turned strings into ms) is known when the plugin
 // builds the store, so it is refused there, with its name, rather than on every request;
-// a function's value is only known per request, and the module refuses it then.
-function checkWindow(timeWindow, route) {
+// a function's value is only known per request, and the module refuses it then. A block
+// (ban, continueExceeding, exponentialBackoff but on 'counter') lasts timeWindow, so it
+// keeps the ten years.
+function checkWindow(timeWindow, route, longest) {
   if (typeof timeWindow !== 'number') return;
-  if (Number.isInteger(timeWindow) && timeWindow >= 1 && timeWindow <= LONGEST_MS) return;
-  throw new TypeError(`${WHO}: ${route ? `route ${route}: ` : ''}timeWindow must be 1 ms to ten years (${LONGEST_MS} ms), got ${timeWindow} ms`);
+  // BigInt: the counter's bound is past 2^53, where a Number is no longer exact.
+  if (Number.isInteger(timeWindow) && timeWindow >= 1 && BigInt(timeWindow) <= BigInt(longest)) return;
+  const bound = longest === LONGEST_MS ? 'ten years' : 'about 292,000 years';
+  throw new TypeError(`${WHO}: ${route ? `route ${route}: ` : ''}timeWindow must be 1 ms to ${bound} (${longest} ms), got ${timeWindow} ms`);
 }
 
 /**
@@ -58,9 +72,13 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
     /** What skipOnError makes of a failure, for the metrics. */
     #failure;
 
+    /** ESCALATE: exponentialBackoff on the counter. */
+    #escalate;
+
     constructor(params = {}, route = '') {
-      checkWindow(params.timeWindow, route);
-      this.#block = blockOf(params);
+      this.#block = blockOf(params, adapter.algorithm);
+      this.#escalate = escalates(params, adapter.algorithm);
+      checkWindow(params.timeWindow, route, adapter.algorithm === 'counter' && !this.#block ? COUNTER_LONGEST_MS : LONGEST_MS);
       this.#route = route;
       this.#failure = params.skipOnError ? 'open' : 'closed';
     }
@@ -75,6 +93,7 @@ export function redisRlStore({ nameSpace = 'rl:fastify:', failure, ...options } 
       // The plugin's RedisStore INCRs on every request, denied ones included: on its own
       // window the counter does too.
       if (adapter.algorithm === 'counter') limit.countAll = true;
+      if (this.#escalate) limit.escalate = true;
       return limit;
     }
 
