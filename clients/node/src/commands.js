@@ -45,11 +45,11 @@ export class RateLimitConfigError extends TypeError {
   name = 'RateLimitConfigError';
 }
 
-// The module's bounds (src/args.rs): amounts 1..=10^18, windows up to 10 years (RL.COUNTER's
+// The module's bounds (src/args.rs): amounts 1..=10^15, windows up to 10 years (RL.COUNTER's
 // up to 2^63 - 1 µs, about 292,000 years: it keeps only the key's TTL), RL.SLIDELOG holds at
 // most 1,000,000 members (one per unit), so its cost is at most that too. Windows compare as
 // BigInt: a counter's longest is past 2^53 ms, where a Number is no longer exact.
-const MAX_AMOUNT = 1e18;
+const MAX_AMOUNT = 1e15;
 const MAX_WINDOW_MS = 10n * 365n * 24n * 3600n * 1000n;
 const MAX_COUNTER_WINDOW_MS = 9_223_372_036_854_775n;
 const MAX_LOG_LIMIT = 1_000_000;
@@ -82,7 +82,7 @@ export function validateLimit(limit) {
   const word = algorithmWord(limit);
   const name = policyName(limit);
   if (amountOf(limit.limit) === undefined) {
-    throw new RateLimitConfigError(`redis-rl: limit "${name}": limit must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.limit)}`);
+    throw new RateLimitConfigError(`redis-rl: limit "${name}": limit must be a whole number from 1 to 10^15, got ${JSON.stringify(limit.limit)}`);
   }
   const longest = word === 'COUNTER' ? MAX_COUNTER_WINDOW_MS : MAX_WINDOW_MS;
   const ms = exactMs(limit.window);
@@ -91,11 +91,11 @@ export function validateLimit(limit) {
   }
   if (limit.burst !== undefined) {
     if (word !== 'GCRA') throw new RateLimitConfigError(`redis-rl: limit "${name}": burst is for algorithm 'gcra' only`);
-    if (amountOf(limit.burst) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": burst must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.burst)}`);
+    if (amountOf(limit.burst) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": burst must be a whole number from 1 to 10^15, got ${JSON.stringify(limit.burst)}`);
   }
   if (limit.refill !== undefined) {
     if (word !== 'TOKENBUCKET') throw new RateLimitConfigError(`redis-rl: limit "${name}": refill is for algorithm 'tokenbucket' only`);
-    if (amountOf(limit.refill) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": refill must be a whole number from 1 to 10^18, got ${JSON.stringify(limit.refill)}`);
+    if (amountOf(limit.refill) === undefined) throw new RateLimitConfigError(`redis-rl: limit "${name}": refill must be a whole number from 1 to 10^15, got ${JSON.stringify(limit.refill)}`);
   }
   if (limit.block !== undefined) blockArgs(limit);
   for (const flag of ['countAll', 'renew', 'escalate']) {
@@ -143,7 +143,7 @@ export function assertLimits(limits) {
 function costOf(limit, cost) {
   const n = amountOf(cost);
   if (n === undefined) {
-    throw new RateLimitConfigError(`redis-rl: cost must be a whole number from 1 to 10^18 (or a string of digits, '5'), or an object of such costs by limit name; got ${JSON.stringify(cost)}`);
+    throw new RateLimitConfigError(`redis-rl: cost must be a whole number from 1 to 10^15 (or a string of digits, '5'), or an object of such costs by limit name; got ${JSON.stringify(cost)}`);
   }
   const word = algorithmWord(limit);
   if (word === 'SLIDELOG' && n > MAX_LOG_LIMIT) {

@@ -144,6 +144,9 @@ for (const [lib, connect] of Object.entries(standalone)) {
         for (const [bad, message] of [
           [{ ...limit, limit: 0 }, /limit must be a whole number from 1/],
           [{ ...limit, limit: 1.5 }, /limit must be a whole number from 1/],
+          // The module's largest amount is 10^15: one more is refused here, not by Redis.
+          [{ ...limit, limit: 1e15 + 1 }, /limit must be a whole number from 1 to 10\^15/],
+          [{ ...limit, algorithm: 'tokenbucket', refill: 1e15 + 1 }, /refill must be a whole number from 1 to 10\^15/],
           [{ ...limit, window: '10 minutes' }, /window must be a number of seconds \(60\) or a string '60', '60s' or '1500ms'/],
           [{ ...limit, window: 0 }, /window must be/],
           [{ ...limit, algorithm: 'gcra', burst: 0 }, /burst must be a whole number/],
@@ -152,7 +155,7 @@ for (const [lib, connect] of Object.entries(standalone)) {
           await assert.rejects(rl.check(bad, 'someone'), (err) => err instanceof RateLimitConfigError && message.test(err.message));
           assert.throws(() => validateLimits([bad]), message);
         }
-        for (const [cost, message] of [['5x', /cost must be a whole number/], [0, /cost must be/], [-1, /cost must be/], [1.5, /cost must be/]]) {
+        for (const [cost, message] of [['5x', /cost must be a whole number/], [0, /cost must be/], [-1, /cost must be/], [1.5, /cost must be/], [1e15 + 1, /cost must be a whole number from 1 to 10\^15/]]) {
           await assert.rejects(rl.check(limit, 'someone', { cost }), message);
         }
         await assert.rejects(rl.check({ ...limit, algorithm: 'slidelog' }, 'someone', { cost: 1_000_001 }), /at most 1000000, its largest limit/);
