@@ -351,17 +351,7 @@ fn modes_block_and_all() {
 /// reload as the same values and expiry instants.
 #[test]
 fn replicas_and_the_aof_get_the_effects() {
-    let primary = Server::start_with(&[
-        "--repl-diskless-sync-delay",
-        "0",
-        "--appendonly",
-        "yes",
-        "--enable-debug-command",
-        "yes",
-    ]);
-    let port = primary.port.to_string();
-    let replica = Server::start_without_module(&["--replicaof", "127.0.0.1", &port]);
-    wait_link(&primary, &replica);
+    let (primary, replica) = primary_with_aof_and_replica();
     let mut p = primary.conn();
     let t = server_us(&mut p);
     let mut rng = StdRng::seed_from_u64(0x7b);
@@ -387,18 +377,6 @@ fn replicas_and_the_aof_get_the_effects() {
         }
         rl(&mut p, &line);
     }
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
-    let expected = snapshot(&mut p);
+    let expected = same_on_the_replica_and_after_loadaof(&mut p, &replica);
     assert!(expected.len() >= 4, "{expected:?}");
-    assert!(
-        expected.iter().all(|(_, _, at)| *at > 0),
-        "a key without a TTL: {expected:?}"
-    );
-    assert_eq!(
-        snapshot(&mut replica.conn()),
-        expected,
-        "the replica differs"
-    );
-    let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(&mut p).unwrap();
-    assert_eq!(snapshot(&mut p), expected, "the AOF reload differs");
 }
