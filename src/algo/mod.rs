@@ -113,6 +113,17 @@ pub const BASE_INTEGER: Keys = [
     None,
 ];
 
+/// One string of several integers at the base key (`KeyKind::Fields`), which a
+/// spending call writes.
+pub const BASE_FIELDS: Keys = [
+    Some(KeyUse {
+        name: KeyName::Base,
+        kind: KeyKind::Fields,
+        written: true,
+    }),
+    None,
+];
+
 /// One write a decision asks for, on the call's key number `key`. The engine
 /// applies it, replicates it as core commands with absolute times, and fires the
 /// keyspace events the scripts' commands would.

@@ -9,8 +9,8 @@
 
 use super::state::{Fields, Stored};
 use super::{
-    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, KeyKind, KeyName, KeyUse, Keys, Verdict,
-    Write, Writes, NO_WRITES,
+    ceil_ms, div, div_ceil, retry_ms, Algorithm, Decision, Keys, Verdict, Write, Writes,
+    BASE_FIELDS, NO_WRITES,
 };
 use crate::error::Result;
 use crate::limit::{Spec, MAX_AMOUNT, MAX_END_US};
@@ -201,14 +201,7 @@ impl Algorithm for TokenBucket {
     }
 
     fn keys(&self, _spec: &Spec, _now: u64) -> Keys {
-        [
-            Some(KeyUse {
-                name: KeyName::Base,
-                kind: KeyKind::Fields,
-                written: true,
-            }),
-            None,
-        ]
+        BASE_FIELDS
     }
 
     fn decide(&self, stored: &[Stored], spec: &Spec, now: u64) -> Verdict {
