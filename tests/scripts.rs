@@ -1221,7 +1221,7 @@ fn counter_run(seed: u64, calls: usize, right: Option<Impl>, block: bool) -> Cou
         // COUNTALL, RENEW and ESCALATE (RL.COUNTER's own, refused in RL.ALL), among the
         // options. ESCALATE excludes RENEW; it is left out once 30 doublings would come
         // (an end past 2^53 ms, where a script reads the expiry within 1 ms: see
-        // `past_2_to_the_53_ms_a_script_answers_within_a_millisecond`), and on the
+        // `past_2_to_the_53_ms_a_script_answers_within_two_milliseconds`), and on the
         // 253,000-year window, whose second doubling is past it.
         let (count_all, renew) = (!is_all && rng.gen_bool(0.4), !is_all && rng.gen_bool(0.3));
         let stored: Option<u64> = redis::cmd("GET").arg(key('m')).query(&mut c).unwrap();
@@ -2885,10 +2885,11 @@ fn under_maxmemory_the_scripts_answer_calls_that_start_no_write_needing_memory()
 /// The one deliberate difference of RL.COUNTER's long windows: Redis hands a script an
 /// integer reply as a double, and takes a script's integer reply from one, so past
 /// 2^53 ms (an expiry after the year 287,000; a reply of more than 2^53 ms) a script
-/// reads and answers the nearest double, within 1 ms of the module. Below it, and for
+/// reads and answers the nearest double: doubles there are 2 apart, so the read and the
+/// reply are each at most 1 ms off, and a reply is within 2 ms of the module's. Below it, and for
 /// what a script computes itself (ESCALATE's 2^53 - 1 ms), both agree exactly.
 #[test]
-fn past_2_to_the_53_ms_a_script_answers_within_a_millisecond() {
+fn past_2_to_the_53_ms_a_script_answers_within_two_milliseconds() {
     let server = Server::start();
     let mut c = server.conn();
     let shas = load_scripts(&mut c);
@@ -2940,8 +2941,8 @@ fn past_2_to_the_53_ms_a_script_answers_within_a_millisecond() {
         (m[..3].to_vec(), s[..3].to_vec()),
         (vec![1, 0, 0], vec![1, 0, 0])
     );
-    // Read as the nearest double, answered as one: 0 or 1 ms apart.
-    assert!((m[3] - s[3]).abs() <= 1, "{m:?} {s:?}");
+    // Read as the nearest double and answered as one: two roundings of at most 1 ms.
+    assert!((m[3] - s[3]).abs() <= 2, "{m:?} {s:?}");
     // The denial's TTL is the script's own number: exact on both.
     let (m, s) = both(&mut c, &years);
     assert_eq!(m, [0, 0, (1 << 53) - 1, (1 << 53) - 1]);

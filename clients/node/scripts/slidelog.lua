@@ -18,7 +18,8 @@
 -- windows can exceed that: they are computed exactly in a small bignum (base 2^24 limbs)
 -- whenever they would. What Redis hands a script, and what a script replies, is a double:
 -- past 2^53 (a counter expiring past 2^53 ms since 1970, a reply past 2^53 ms) it is the
--- nearest double, within 1 ms of the module's.
+-- nearest double, 1 ms off at most (doubles there are 2 apart): a reply read from such an
+-- expiry is within 2 ms of the module's.
 
 local floor = math.floor
 local B = 16777216 -- 2^24
