@@ -76,7 +76,10 @@ RL_BACKEND=scripts "$venv/bin/python" -m pytest -p no:cacheprovider \
 # <suite> ours <algorithm>` runs them.
 suites=(limits-5.8.0 limits-4.8.0 flask-limiter-4.1.1 slowapi-0.1.10 pyrate-limiter-4.4.0)
 algorithms=(counter counter counter counter slidelog)
-# pyrate-limiter's waits have 20 ms margins, so it runs alone, after the other four.
+# pyrate-limiter's waits have 20 ms margins, so it runs alone, after the others; so does
+# limits 4.8: both limits suites hit a moving window with a cost of a million (about
+# 0.8 s of server time on an idle core), which must answer within 2 s, and in parallel
+# on two cores their two such calls can meet and come close to that.
 logs="$(mktemp -d "${TMPDIR:-/tmp}/rl-upstream-logs.XXXXXX")"
 upstream() {  # upstream <index>...: run those suites in parallel, report each
     local i pids=()
@@ -92,7 +95,8 @@ upstream() {  # upstream <index>...: run those suites in parallel, report each
         if [[ "$result" == FAILED ]]; then tail -40 "$logs/${suites[$i]}.log"; fi
     done
 }
-upstream 0 1 2 3
+upstream 0 2 3
+upstream 1
 upstream 4
 rm -rf "$logs"
 exit "$status"
