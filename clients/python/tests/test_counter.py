@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
@@ -18,7 +19,7 @@ from limits.storage import storage_from_string
 from limits.strategies import FixedWindowRateLimiter
 
 import redis_rl.limits_storage  # noqa: F401  (registers redis+rl://)
-from conftest import FakeClock, Server, limiter_calls
+from conftest import FakeClock, Server, free_port, limiter_calls
 from redis_rl import AsyncRateLimiter, FailurePolicy, Limit, RateLimiter, connect, connect_async, ratelimit_headers
 from redis_rl.limits import all_command, command
 
@@ -68,6 +69,53 @@ def test_command_and_validation() -> None:
         all_command([counting, Limit.fixed("f", "j", 3, 10)], [1, 1], "spend", None)
 
 
+def test_escalate_is_sent_and_refused_where_the_module_refuses_it() -> None:
+    """ESCALATE goes last, as COUNTALL and RENEW; everything the module refuses about it
+    is raised here, on a limiter whose every send would fail the test."""
+    escalating = Limit.counter("e", "k", 8, 60, escalate=True)
+    assert command(escalating, 2, "spend", None) == ["RL.COUNTER", "k", 8, "60", "COST", 2, "ESCALATE"]
+    assert command(Limit.counter("e", "k", 8, 60, count_all=True, escalate=True), 1, "peek", 5) == [
+        "RL.COUNTER", "k", 8, "60", "COUNTALL", "ESCALATE", "NOW", 5, "PEEK"]
+    with pytest.raises(ValueError, match="e: renew and escalate exclude each other"):
+        Limit.counter("e", "k", 8, 60, renew=True, escalate=True)
+    with pytest.raises(ValueError, match="escalate is a COUNTER option"):
+        Limit("e", "FIXED", "k", 1, 1000, escalate=True)
+    with pytest.raises(TypeError, match="escalate must be True or False"):
+        Limit.counter("e", "k", 8, 60, escalate="yes")  # type: ignore[arg-type]
+    sent: List[Any] = []
+    rl = RateLimiter(connect(f"redis://127.0.0.1:{free_port()}"), failure=FailurePolicy.OPEN,
+                     on_failure=lambda e, c: sent.append(c))
+    for limits in ([escalating], [Limit.fixed("f", "j", 3, 10), escalating]):
+        with pytest.raises(ValueError, match="e: count_all, renew and escalate are RL.COUNTER's alone"):
+            rl.check_all(limits)
+    assert sent == []
+    rl.check(escalating)  # alone it is sent (to a closed port: the policy's)
+    assert sent == [["RL.COUNTER", "k", 8, "60", "ESCALATE"]]
+
+
+def test_window_bound_is_the_algorithms() -> None:
+    """RL.COUNTER's window may last 2^63 - 1 µs (it keeps only the key's TTL); every
+    other algorithm's stays at ten years, and each error names its own bound."""
+    longest = Limit.counter("c", "k", 1, "9223372036854775ms")
+    assert (longest.window_ms, longest.window_arg) == (9_223_372_036_854_775, "9223372036854775ms")
+    assert Limit.counter("c", "k", 1, timedelta(days=365 * 285_421)).window_arg == str(365 * 285_421 * 86_400)
+    assert Limit("c", "COUNTER", "k", 1, 9_223_372_036_854_775).window_ms == 9_223_372_036_854_775
+    past = r"from 1 ms to 9223372036854775 ms \(about 292,000 years\)"
+    with pytest.raises(ValueError, match=r"window '9223372036854776ms' must be " + past):
+        Limit.counter("c", "k", 1, "9223372036854776ms")
+    with pytest.raises(ValueError, match="must be " + past):
+        Limit.counter("c", "k", 1, 9_223_372_036_854_776)  # seconds
+    with pytest.raises(ValueError, match=r"c: window must be " + past + ", not 9223372036854776 ms"):
+        Limit("c", "COUNTER", "k", 1, 9_223_372_036_854_776)
+    ten_years = r"from 1 ms to ten years \(315360000000 ms\)"
+    with pytest.raises(ValueError, match=r"window '315360000001ms' must be " + ten_years):
+        Limit.slidecount("s", "k", 1, "315360000001ms")
+    with pytest.raises(ValueError, match="must be " + ten_years):
+        Limit.fixed("f", "k", 1, "9223372036854775ms")
+    with pytest.raises(ValueError, match=r"f: window must be " + ten_years + ", not 315360000001 ms"):
+        Limit("f", "FIXED", "k", 1, 315_360_000_001)
+
+
 def test_window_starts_at_the_first_hit(server: Server, real_clock: FakeClock, key: str) -> None:
     rl = limiter(server, real_clock)
     limit = Limit.counter("c", key, 8, 10)
@@ -101,6 +149,56 @@ def test_window_starts_at_the_first_hit(server: Server, real_clock: FakeClock, k
     assert c.get(key) == "2"
 
 
+def test_escalate_doubles_the_ttl_on_each_denial(server: Server, real_clock: FakeClock, key: str) -> None:
+    """@fastify/rate-limit's exponential backoff: every call counts, and a denial sets
+    the counter's TTL to window × 2^(count − limit − 1), the count being the one after
+    it. The TTL is set from the server's clock (PTTL reads it); the reply is exact."""
+    rl = limiter(server, real_clock)
+    limit = Limit.counter("esc", key, 2, 10, escalate=True)
+    c = server.client()
+    assert [reply(rl.check(limit)) for _ in range(2)] == [(True, 1, 0), (True, 0, 0)]
+    for count, cost, ttl in ((3, 1, 10000), (4, 1, 20000), (5, 1, 40000), (7, 2, 160000)):
+        denied = rl.check(limit, cost)
+        assert (denied.allowed, denied.retry_after_ms, denied.reset_after_ms) == (False, ttl, ttl), count
+        assert ttl - SLACK_MS < c.pttl(key) <= ttl, (count, c.pttl(key))
+        assert c.get(key) == str(count)  # the denial counted
+    # PEEK: the next doubling, nothing written.
+    peek = rl.peek(limit)
+    assert (peek.allowed, peek.retry_after_ms) == (False, 320000)
+    assert c.get(key) == "7" and 160000 - SLACK_MS < c.pttl(key) <= 160000
+    # NOW past the key's expiry: a new window starts, a full window long.
+    real_clock.advance_ms(160000 + SLACK_MS)
+    again = rl.check(limit)
+    assert (reply(again), again.reset_after_ms) == ((True, 1, 0), 10000)
+    assert c.get(key) == "1"
+
+
+def test_a_cached_denial_does_not_escalate(server: Server, real_clock: FakeClock, key: str) -> None:
+    """The deny cache answers in-process: that denial never reaches Redis, so it is not
+    counted and the wait does not double (docs/frameworks/python.md says so)."""
+    rl = limiter(server, real_clock, deny_cache=True)
+    limit = Limit.counter("e", key, 1, 10, escalate=True)
+    seen = [rl.check(limit) for _ in range(3)]
+    assert [(d.allowed, d.retry_after_ms, d.cached) for d in seen] == [(True, 0, False), (False, 10000, False), (False, 10000, True)]
+    assert server.client().get(key) == "2"
+
+
+def test_a_counter_window_of_292000_years(server: Server, real_clock: FakeClock, key: str) -> None:
+    """The longest counter window is accepted by the module and the scripts, alone and in
+    RL.ALL (the scripts' replies past 2^53 ms are doubles: within 2 ms)."""
+    rl = limiter(server, real_clock)
+    longest = Limit.counter("long", key + ":l", 1, "9223372036854775ms")
+    first = rl.check(longest)
+    assert first.allowed and abs(first.reset_after_ms - 9_223_372_036_854_775) <= 2, first
+    c = server.client()
+    assert 9_223_372_036_854_775 - SLACK_MS < c.pttl(longest.key) <= 9_223_372_036_854_775 + 2
+    denied = rl.check(longest)
+    assert not denied.allowed and denied.retry_after_ms > 9_223_372_036_854_775 - SLACK_MS
+    both = rl.check_all([Limit.counter("c", key + ":a", 1, "9223372036854775ms"), Limit.fixed("f", key + ":f", 1, 60)])
+    assert both.allowed and [p.allowed for p in both.parts] == [True, True]
+    assert 9_223_372_036_854_775 - SLACK_MS < c.pttl(key + ":a")
+
+
 def test_in_rl_all(server: Server, real_clock: FakeClock, key: str) -> None:
     rl = limiter(server, real_clock)
     counter, fixed = Limit.counter("c", key + ":c", 2, 60), Limit.fixed("f", key + ":f", 5, 60)
@@ -127,6 +225,19 @@ def test_the_scripts_answer_it_where_the_module_is(module_server: Server, real_c
     assert answers[0] == answers[1] == [(True, 1, False), (True, 0, False), (False, 0, True)]
 
 
+def test_the_scripts_escalate_as_the_module(module_server: Server, real_clock: FakeClock, key: str) -> None:
+    c = module_server.client()
+    answers: List[Any] = []
+    for backend in ("module", "scripts"):
+        rl = limiter(module_server, real_clock, backend=backend)
+        limit = Limit.counter("e", f"{key}:{backend}", 2, 10, escalate=True)
+        c.config_resetstat()
+        answers.append([(d.allowed, d.remaining, d.retry_after_ms) for d in (rl.check(limit) for _ in range(5))])
+        assert limiter_calls(c) == ({"rl.counter": 5} if backend == "module" else {"script": 5})
+        assert c.get(limit.key) == "5" and 40000 - SLACK_MS < c.pttl(limit.key) <= 40000
+    assert answers[0] == answers[1] == [(True, 1, 0), (True, 0, 0), (False, 0, 10000), (False, 0, 20000), (False, 0, 40000)]
+
+
 def test_asyncio(server: Server, real_clock: FakeClock, key: str) -> None:
     async def run() -> List[Any]:
         rl = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.CLOSED, clock=real_clock)
@@ -140,6 +251,19 @@ def test_asyncio(server: Server, real_clock: FakeClock, key: str) -> None:
     assert (denied.allowed, in_all.allowed) == (False, False)
     assert 30000 < denied.retry_after_ms <= 30000 + BEHIND_US // 1000 + SLACK_MS
     assert server.client().get(key) == "2"
+
+
+def test_asyncio_escalate(server: Server, real_clock: FakeClock, key: str) -> None:
+    async def run() -> List[Any]:
+        rl = AsyncRateLimiter(connect_async(server.url), failure=FailurePolicy.CLOSED, clock=real_clock)
+        limit = Limit.counter("e", key, 1, 10, escalate=True)
+        out = [await rl.check(limit) for _ in range(3)]
+        with pytest.raises(ValueError, match="RL.COUNTER's alone"):
+            await rl.check_all([limit])
+        return out
+
+    assert [(d.allowed, d.retry_after_ms) for d in asyncio.run(run())] == [(True, 0), (False, 10000), (False, 20000)]
+    assert server.client().get(key) == "3" and 20000 - SLACK_MS < server.client().pttl(key) <= 20000
 
 
 # The `limits` storage: algorithm=counter is the library's own fixed window.

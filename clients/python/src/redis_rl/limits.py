@@ -34,7 +34,10 @@ Window = Union[int, str, timedelta]
 MAX_AMOUNT = 10**15
 """Largest limit, burst, refill and cost the module accepts."""
 MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000
-"""Longest window: ten years."""
+"""Longest window of every algorithm but COUNTER: ten years."""
+MAX_COUNTER_WINDOW_MS = 9_223_372_036_854_775
+"""RL.COUNTER's longest window, 2^63 - 1 µs (about 292,000 years): it keeps no instant
+of its own, only the key's TTL, so the µs instants' end in 2265 does not bound it."""
 MAX_LOG_LIMIT = 1_000_000
 """RL.SLIDELOG's largest limit, and so its largest cost: each unit is one sorted-set member."""
 MAX_LIMITS = 16
@@ -44,8 +47,19 @@ WINDOW_FORMATS = "seconds as an int (60), a string '60', '60s' or '1500ms', or a
 _WINDOW = re.compile(r"(\d+)(ms|s)?", re.IGNORECASE)
 
 
-def window_ms(window: Window) -> int:
-    """A window as whole milliseconds (the module's resolution for windows)."""
+def longest_window_ms(algorithm: str) -> int:
+    return MAX_COUNTER_WINDOW_MS if algorithm == "COUNTER" else MAX_WINDOW_MS
+
+
+def _window_bound(longest: int) -> str:
+    if longest == MAX_WINDOW_MS:
+        return f"1 ms to ten years ({longest} ms)"
+    return f"1 ms to {longest} ms (about 292,000 years)"
+
+
+def window_ms(window: Window, longest: int = MAX_WINDOW_MS) -> int:
+    """A window as whole milliseconds (the module's resolution for windows), at most
+    `longest` (see `longest_window_ms`)."""
     if isinstance(window, bool) or not isinstance(window, (int, str, timedelta)):
         raise TypeError(f"window must be {WINDOW_FORMATS}, not {window!r}")
     if isinstance(window, timedelta):
@@ -59,8 +73,8 @@ def window_ms(window: Window) -> int:
         if not match:
             raise ValueError(f"window {window!r} is not understood: use {WINDOW_FORMATS}")
         ms = int(match.group(1)) * (1 if (match.group(2) or "").lower() == "ms" else 1000)
-    if not 0 < ms <= MAX_WINDOW_MS:
-        raise ValueError(f"window {window!r} must be from 1 ms to ten years ({MAX_WINDOW_MS} ms)")
+    if not 0 < ms <= longest:
+        raise ValueError(f"window {window!r} must be from {_window_bound(longest)}")
     return ms
 
 
@@ -120,6 +134,9 @@ class Limit:
     """COUNTER only (RENEW): every counted call sets the TTL back to the full window."""
     refill: Optional[int] = None
     """TOKENBUCKET only (REFILL): the tokens each whole interval brings back."""
+    escalate: bool = False
+    """COUNTER only (ESCALATE): every call counts, and each denial sets the TTL to
+    window × 2^(count − limit − 1), @fastify/rate-limit's exponential backoff."""
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -129,20 +146,25 @@ class Limit:
         if not _header_safe(self.name):
             raise ValueError("name must be non-empty printable ASCII (it goes into headers)")
         amount(f"{self.name}: limit", self.limit)
-        if isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int) or not 0 < self.window_ms <= MAX_WINDOW_MS:
-            raise ValueError(f"{self.name}: window must be from 1 to {MAX_WINDOW_MS} ms, not {self.window_ms!r}")
+        longest = longest_window_ms(self.algorithm)
+        if isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int) or not 0 < self.window_ms <= longest:
+            raise ValueError(f"{self.name}: window must be from {_window_bound(longest)}, not {self.window_ms!r} ms")
         if self.burst is not None:
             amount(f"{self.name}: burst", self.burst)
         if self.refill is not None:
             if self.algorithm != "TOKENBUCKET":
                 raise ValueError("refill is a TOKENBUCKET option")
             amount(f"{self.name}: refill", self.refill)
-        for flag in ("count_all", "renew"):
+        for flag in ("count_all", "renew", "escalate"):
             value = getattr(self, flag)
             if not isinstance(value, bool):
                 raise TypeError(f"{self.name}: {flag} must be True or False, not {value!r}")
             if value and self.algorithm != "COUNTER":
                 raise ValueError(f"{self.name}: {flag} is a COUNTER option")
+        # One restarts the window on every counted call, the other lengthens it on
+        # every denial: the module refuses the two together.
+        if self.renew and self.escalate:
+            raise ValueError(f"{self.name}: renew and escalate exclude each other")
 
     @classmethod
     def fixed(cls, name: str, key: str, limit: int, window: Window) -> Limit:
@@ -150,15 +172,29 @@ class Limit:
 
     @classmethod
     def counter(
-        cls, name: str, key: str, limit: int, window: Window, *, count_all: bool = False, renew: bool = False
+        cls,
+        name: str,
+        key: str,
+        limit: int,
+        window: Window,
+        *,
+        count_all: bool = False,
+        renew: bool = False,
+        escalate: bool = False,
     ) -> Limit:
         """A fixed window that starts at the key's first hit, not on a clock boundary:
         one counter at `key` itself whose TTL is the window (the layout of `limits`',
         express-rate-limit's and @fastify/rate-limit's Redis stores). Its end is the
         key's expiry on the server clock, so a `clock` given to the limiter must keep
         the server's time. `count_all` counts denied calls too and `renew` re-arms the
-        TTL on every counted call (the stock stores' INCR, and `limits`' elastic expiry)."""
-        return cls(name, "COUNTER", key, limit, window_ms(window), count_all=count_all, renew=renew)
+        TTL on every counted call (the stock stores' INCR, and `limits`' elastic expiry);
+        `escalate` counts every call and doubles the wait on each denial (the TTL becomes
+        window × 2^(count − limit − 1), @fastify/rate-limit's exponential backoff), and
+        excludes `renew`. The window may last up to MAX_COUNTER_WINDOW_MS."""
+        return cls(
+            name, "COUNTER", key, limit, window_ms(window, MAX_COUNTER_WINDOW_MS),
+            count_all=count_all, renew=renew, escalate=escalate,
+        )
 
     @classmethod
     def slidelog(cls, name: str, key: str, limit: int, window: Window) -> Limit:
@@ -206,7 +242,8 @@ class Limit:
         return str(ms // 1000) if ms % 1000 == 0 else f"{ms}ms"
 
     def spec(self, cost: int) -> List[Any]:
-        """`<key> <limit> <window> [BURST b] [REFILL r] [COST n]`, shared by single calls and RL.ALL."""
+        """`<key> <limit> <window> [BURST b] [REFILL r] [COST n] [COUNTALL] [RENEW] [ESCALATE]`,
+        shared by single calls and RL.ALL (which refuses the last three)."""
         args: List[Any] = [self.key, self.limit, self.window_arg]
         if self.burst is not None:
             args += ["BURST", self.burst]
@@ -218,6 +255,8 @@ class Limit:
             args.append("COUNTALL")
         if self.renew:
             args.append("RENEW")
+        if self.escalate:
+            args.append("ESCALATE")
         return args
 
 
@@ -282,8 +321,10 @@ def all_command(
 ) -> List[Any]:
     args: List[Any] = ["RL.ALL", len(limits)]
     for limit, cost in zip(limits, costs):
-        if limit.count_all or limit.renew:
-            raise ValueError(f"{limit.name}: count_all and renew are RL.COUNTER's alone, not a limit's in RL.ALL")
+        if limit.count_all or limit.renew or limit.escalate:
+            raise ValueError(
+                f"{limit.name}: count_all, renew and escalate are RL.COUNTER's alone, not a limit's in RL.ALL"
+            )
         args += [limit.algorithm, *limit.spec(cost)]
     if lease is not None:
         args += ["LEASE", lease]
