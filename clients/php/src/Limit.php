@@ -12,9 +12,14 @@ use InvalidArgumentException;
  */
 final readonly class Limit
 {
-    /** The module's bounds (it refuses anything outside them): amounts and windows. */
+    /**
+     * The module's bounds (it refuses anything outside them): amounts and windows. A
+     * counter keeps no instant of its own, only the key's TTL, so its window may be up to
+     * 2^63 − 1 µs; every other window (and lease ttl, refill interval) at most ten years.
+     */
     public const MAX_AMOUNT = 1_000_000_000_000_000;
     public const MAX_WINDOW_MS = 10 * 365 * 24 * 3600 * 1000;
+    public const MAX_COUNTER_WINDOW_MS = 9_223_372_036_854_775;
     public const MAX_LOG_LIMIT = 1_000_000;
 
     private function __construct(
@@ -26,6 +31,9 @@ final readonly class Limit
         public ?int $burst = null,
         public int $cost = 1,
         public ?int $refill = null,
+        public bool $countAll = false,
+        public bool $renew = false,
+        public bool $escalate = false,
     ) {
         if ($name === '' || preg_match('/^[\x20-\x7e]+$/', $name) !== 1) {
             // The name goes into a structured-field string, which is printable ASCII.
@@ -54,6 +62,9 @@ final readonly class Limit
         }
         if ($algorithm === Algorithm::Concurrency && $cost !== 1) {
             throw new InvalidArgumentException("limit '{$name}': a concurrency limit holds one lease per request; it has no cost");
+        }
+        if ($renew && $escalate) {
+            throw new InvalidArgumentException("limit '{$name}': renew and escalate exclude each other (one restarts the window on every counted call, the other lengthens it on every denial)");
         }
     }
 
@@ -95,10 +106,24 @@ final readonly class Limit
      * Fixed window from the first hit (RL.COUNTER): one counter at $key itself, whose TTL
      * is the window, so the window ends when the key expires on the server clock (the
      * window of Symfony's fixed_window); a clock sent as NOW must be the server's time.
+     * The window may be up to MAX_COUNTER_WINDOW_MS (about 292,000 years).
+     *
+     * The stock stores' ways, opt-in (a denial spends nothing by default): $countAll
+     * (COUNTALL) counts denied calls too; $renew (RENEW) restarts the window on every
+     * counted call; $escalate (ESCALATE, @fastify/rate-limit's exponential backoff)
+     * counts every call and sets the TTL on each denial to window × 2^(count − limit − 1).
+     * Such a limit is checked on its own, never in RL.ALL (whose denial writes nothing).
      */
-    public static function counter(string $name, string $key, int $limit, int|string $window): self
-    {
-        return new self($name, Algorithm::Counter, $key, $limit, self::windowMs($window));
+    public static function counter(
+        string $name,
+        string $key,
+        int $limit,
+        int|string $window,
+        bool $countAll = false,
+        bool $renew = false,
+        bool $escalate = false,
+    ): self {
+        return new self($name, Algorithm::Counter, $key, $limit, self::windowMs($window, self::MAX_COUNTER_WINDOW_MS), null, 1, null, $countAll, $renew, $escalate);
     }
 
     /** Smooth limiting: $limit per $window on average, up to $burst at once (default $limit). */
@@ -132,7 +157,7 @@ final readonly class Limit
         if ($this->algorithm === Algorithm::Concurrency) {
             throw new InvalidArgumentException('a concurrency limit holds one lease per request; it has no cost');
         }
-        return new self($this->name, $this->algorithm, $this->key, $this->limit, $this->windowMs, $this->burst, $cost, $this->refill);
+        return new self($this->name, $this->algorithm, $this->key, $this->limit, $this->windowMs, $this->burst, $cost, $this->refill, $this->countAll, $this->renew, $this->escalate);
     }
 
     /**
@@ -146,10 +171,20 @@ final readonly class Limit
         }
         $key = str_replace('{id}', '{' . $identity . '}', $this->key);
 
-        return new self($this->name, $this->algorithm, $key, $this->limit, $this->windowMs, $this->burst, $this->cost, $this->refill);
+        return new self($this->name, $this->algorithm, $key, $this->limit, $this->windowMs, $this->burst, $this->cost, $this->refill, $this->countAll, $this->renew, $this->escalate);
     }
 
-    /** @return list<string> `<key> <limit> <window> [BURST b] [REFILL r] [COST n]` */
+    /**
+     * RL.COUNTER's options that RL.ALL refuses (its denial writes nothing): the words set.
+     *
+     * @return list<string>
+     */
+    public function counterOptions(): array
+    {
+        return array_keys(array_filter(['COUNTALL' => $this->countAll, 'RENEW' => $this->renew, 'ESCALATE' => $this->escalate]));
+    }
+
+    /** @return list<string> `<key> <limit> <window> [BURST b] [REFILL r] [COST n] [COUNTALL] [RENEW] [ESCALATE]` */
     public function arguments(): array
     {
         $args = [$this->key, (string) $this->limit, $this->windowArgument()];
@@ -166,7 +201,7 @@ final readonly class Limit
             $args[] = (string) $this->cost;
         }
 
-        return $args;
+        return [...$args, ...$this->counterOptions()];
     }
 
     /** Whole seconds when exact, as RL.FIXED names its counter by seconds then. */
@@ -175,16 +210,18 @@ final readonly class Limit
         return $this->windowMs % 1000 === 0 ? ($this->windowMs / 1000) . 's' : $this->windowMs . 'ms';
     }
 
-    /** Accepts what the module accepts: seconds as an int, or "60", "60s", "1500ms". */
-    private static function windowMs(int|string $window): int
+    /** Accepts what the module accepts: seconds as an int, or "60", "60s", "1500ms", up to $max ms. */
+    private static function windowMs(int|string $window, int $max = self::MAX_WINDOW_MS): int
     {
         if (is_int($window)) {
             $window = (string) $window;
         }
-        $ms = preg_match('/^([1-9][0-9]{0,14})(s|ms)?$/i', $window, $m) !== 1 ? 0
+        // 16 digits hold the longest window in ms (seconds past an int become a float, refused).
+        $ms = preg_match('/^([1-9][0-9]{0,15})(s|ms)?$/i', $window, $m) !== 1 ? 0
             : (strtolower($m[2] ?? 's') === 'ms' ? (int) $m[1] : (int) $m[1] * 1000);
-        if ($ms < 1 || $ms > self::MAX_WINDOW_MS) {
-            throw new InvalidArgumentException("window must be a positive duration such as 60 (seconds), '60s' or '1500ms', at most " . self::MAX_WINDOW_MS . "ms (10 years), got '{$window}'");
+        if ($ms < 1 || $ms > $max) {
+            $longest = $max === self::MAX_WINDOW_MS ? '10 years' : 'about 292,000 years';
+            throw new InvalidArgumentException("window must be a positive duration such as 60 (seconds), '60s' or '1500ms', at most {$max}ms ({$longest}), got '{$window}'");
         }
 
         return $ms;

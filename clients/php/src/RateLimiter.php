@@ -166,6 +166,11 @@ final class RateLimiter
         if (count($limits) > 16) {
             throw new InvalidArgumentException('one call checks at most 16 limits (RL.ALL), got ' . count($limits));
         }
+        foreach (count($limits) > 1 ? $limits : [] as $limit) {
+            if (($options = $limit->counterOptions()) !== []) {
+                throw new InvalidArgumentException("limit '{$limit->name}': " . implode(' and ', $options) . (count($options) > 1 ? ' are' : ' is') . " RL.COUNTER's alone, refused in RL.ALL (a denied RL.ALL spends nothing): check that limit on its own");
+            }
+        }
         if ($leased && $leaseId === null && in_array($mode, [Mode::Hit, Mode::Refund, Mode::Heartbeat], true)) {
             throw new InvalidArgumentException('a concurrency limit needs a lease id: use acquire()/release()');
         }
@@ -186,7 +191,11 @@ final class RateLimiter
         $signature = implode("\0", $args);
 
         // A lease can come back early (a RELEASE elsewhere): a cached denial could be wrong.
-        $cacheable = $mode === Mode::Hit && !$leased && $at === null;
+        // A counter that counts denials (COUNTALL, ESCALATE; always alone, as RL.ALL refuses
+        // them) must see each one: a denial repeated here would neither be counted nor
+        // (RENEW, ESCALATE) move the window's end.
+        $cacheable = $mode === Mode::Hit && !$leased && $at === null
+            && !$limits[0]->countAll && !$limits[0]->escalate;
         // The metrics count admissions (a hit, an acquire): not PEEK, REFUND, RESET, RELEASE
         // or HEARTBEAT, which would count one request twice.
         $names = $mode === Mode::Hit ? array_map(static fn (Limit $l) => $l->name, $limits) : [];

@@ -6,6 +6,7 @@ namespace RedisRl\Tests;
 
 use RedisRl\Backend;
 use RedisRl\Connection\RedisConnection;
+use RedisRl\DenyCache;
 use RedisRl\FailurePolicy;
 use RedisRl\Limit;
 use RedisRl\RateLimiter;
@@ -112,6 +113,109 @@ final class CounterTest extends KitTestCase
         }
         self::assertSame([[true, 1, false, true], [true, 0, false, true], [false, 0, true, true]], $answers[0]);
         self::assertSame($answers[0], $answers[1]);
+    }
+
+    public function testTheOptionsAreSentAfterTheOthersAndKeptByWithCostAndForIdentity(): void
+    {
+        $limit = Limit::counter('c', 'k:{id}', 8, 60, countAll: true, renew: true);
+        self::assertSame(['k:{u}', '8', '60s', 'COST', '2', 'COUNTALL', 'RENEW'], $limit->forIdentity('u')->withCost(2)->arguments());
+        self::assertSame(['k', '8', '60s', 'ESCALATE'], Limit::counter('c', 'k', 8, 60, escalate: true)->arguments());
+        self::assertSame(['k', '8', '60s'], Limit::counter('c', 'k', 8, 60)->arguments());
+    }
+
+    public function testCountAllCountsADeniedCall(): void
+    {
+        $rl = $this->limiter();
+        $redis = Servers::client(Servers::get()->standalone());
+        foreach ([false, true] as $countAll) {
+            $limit = Limit::counter('c', self::key('all'), 2, 60, countAll: $countAll);
+            $third = array_map(static fn () => $rl->hit($limit), range(1, 3))[2];
+            self::assertSame([false, 0], [$third->allowed, $third->remaining]);
+            self::assertSame($countAll ? '3' : '2', $redis->get($limit->key), $countAll ? 'COUNTALL counts the denial' : 'a denial spends nothing');
+        }
+    }
+
+    public function testADenialThatCountsIsNeverRepeatedByTheDenyCache(): void
+    {
+        $rl = $this->limiter(cache: new DenyCache());
+        $redis = Servers::client(Servers::get()->standalone());
+        $plain = Limit::counter('c', self::key('p'), 1, 60);
+        $counting = Limit::counter('c', self::key('c'), 1, 60, countAll: true);
+        $escalating = Limit::counter('c', self::key('e'), 1, 60, escalate: true);
+        foreach ([$plain, $counting, $escalating] as $limit) {
+            $decisions = array_map(static fn () => $rl->hit($limit), range(1, 4));
+            self::assertSame([true, false, false, false], array_map(static fn ($d) => $d->allowed, $decisions));
+        }
+        self::assertSame(['1', '4', '4'], [$redis->get($plain->key), $redis->get($counting->key), $redis->get($escalating->key)]);
+        // ESCALATE's third denial waits four windows: the server saw every one.
+        self::assertGreaterThan(240_000 - self::SLACK_MS, $redis->pttl($escalating->key));
+    }
+
+    /**
+     * RENEW: every counted call sets the TTL to the full window again. The window ends on
+     * the server clock, so the test shortens the TTL with PEXPIRE instead of waiting.
+     */
+    public function testRenewRestartsTheWindowOnEveryCountedCall(): void
+    {
+        $rl = $this->limiter();
+        $redis = Servers::client(Servers::get()->standalone());
+        $renewing = Limit::counter('c', self::key('r'), 2, 60, renew: true);
+        $plain = Limit::counter('c', self::key('p'), 2, 60);
+        foreach ([$renewing, $plain] as $limit) {
+            $rl->hit($limit);
+            $redis->pexpire($limit->key, 5000); // as if 55 s had passed
+            $second = $rl->hit($limit);
+            self::assertTrue($second->allowed);
+            $ttl = $redis->pttl($limit->key);
+            if ($limit === $renewing) {
+                self::assertSame(60_000, $second->resetAfterMs);
+                self::assertGreaterThan(60_000 - self::SLACK_MS, $ttl, 'RENEW restarted the window');
+            } else {
+                self::assertLessThanOrEqual(5000, $second->resetAfterMs);
+                self::assertLessThanOrEqual(5000, $ttl, 'without RENEW the window keeps its end');
+            }
+        }
+        // Without COUNTALL a denial writes nothing, so it renews nothing; with it, it does.
+        $redis->pexpire($renewing->key, 5000);
+        self::assertFalse($rl->hit($renewing)->allowed);
+        self::assertLessThanOrEqual(5000, $redis->pttl($renewing->key));
+        $both = Limit::counter('c', self::key('b'), 1, 60, countAll: true, renew: true);
+        $rl->hit($both);
+        $redis->pexpire($both->key, 5000);
+        $denied = $rl->hit($both);
+        self::assertSame([false, 60_000, 60_000], [$denied->allowed, $denied->retryAfterMs, $denied->resetAfterMs]);
+        self::assertGreaterThan(60_000 - self::SLACK_MS, $redis->pttl($both->key));
+        self::assertSame('2', $redis->get($both->key));
+    }
+
+    /** ESCALATE: the n-th denial (from 0) sets the TTL to window × 2^n (count − limit − 1 = n). */
+    public function testEscalateDoublesTheWaitOnEachDenial(): void
+    {
+        $rl = $this->limiter();
+        $redis = Servers::client(Servers::get()->standalone());
+        $limit = Limit::counter('c', self::key('e'), 1, 10, escalate: true);
+        self::assertTrue($rl->hit($limit)->allowed);
+        foreach ([0, 1, 2, 3] as $n) {
+            $wait = 10_000 * 2 ** $n;
+            $denied = $rl->hit($limit);
+            self::assertSame([false, $wait, $wait], [$denied->allowed, $denied->retryAfterMs, $denied->resetAfterMs], "denial {$n}");
+            $ttl = $redis->pttl($limit->key);
+            self::assertGreaterThan($wait - self::SLACK_MS, $ttl, "denial {$n}");
+            self::assertLessThanOrEqual($wait, $ttl, "denial {$n}");
+        }
+        self::assertSame('5', $redis->get($limit->key), 'every call counted');
+    }
+
+    public function testACounterWindowUpTo292000Years(): void
+    {
+        $rl = $this->limiter();
+        $limit = Limit::counter('c', self::key('long'), 2, '9223372036854775ms');
+        self::assertSame(['9223372036854775ms', '9223372036854s'], [$limit->arguments()[2], Limit::counter('c', 'k', 2, '9223372036854s')->arguments()[2]]);
+        $first = $rl->hit($limit);
+        // The scripts read and reply past 2^53 as doubles (2 apart there): within 2 ms.
+        self::assertTrue($first->allowed);
+        self::assertEqualsWithDelta(Limit::MAX_COUNTER_WINDOW_MS, $first->resetAfterMs, 2);
+        self::assertGreaterThan(Limit::MAX_COUNTER_WINDOW_MS - self::SLACK_MS, Servers::client(Servers::get()->standalone())->pttl($limit->key));
     }
 
     /** @return array{'rl.counter': int, scripts: int} RL.COUNTER calls, and scripts run (an EVALSHA answered NOSCRIPT ran none) */

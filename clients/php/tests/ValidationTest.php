@@ -25,6 +25,14 @@ final class ValidationTest extends KitTestCase
         yield 'window in words' => [static fn () => Limit::fixed('a', 'k', 10, '10 minutes'), "window must be a positive duration such as 60 (seconds), '60s' or '1500ms'"];
         yield 'window 0' => [static fn () => Limit::gcra('a', 'k', 10, 0), 'window must be a positive duration'];
         yield 'window above 10 years' => [static fn () => Limit::slideCount('a', 'k', 10, '400000000s'), 'at most 315360000000ms (10 years)'];
+        yield 'a counter window above 2^63 - 1 µs' => [static fn () => Limit::counter('a', 'k', 10, '9223372036854776ms'), "at most 9223372036854775ms (about 292,000 years), got '9223372036854776ms'"];
+        yield 'a counter window above 2^63 - 1 µs, in seconds' => [static fn () => Limit::counter('a', 'k', 10, 9_223_372_036_855), 'at most 9223372036854775ms (about 292,000 years)'];
+        yield 'a counter window of 16 digits in seconds' => [static fn () => Limit::counter('a', 'k', 10, 9_999_999_999_999_999), 'at most 9223372036854775ms'];
+        yield 'a counter window of 17 digits' => [static fn () => Limit::counter('a', 'k', 10, '10000000000000000ms'), 'at most 9223372036854775ms'];
+        yield 'a fixed window above 10 years' => [static fn () => Limit::fixed('a', 'k', 10, '315360001s'), 'at most 315360000000ms (10 years)'];
+        yield 'a sliding counter one ms above 10 years' => [static fn () => Limit::slideCount('a', 'k', 10, '315360000001ms'), 'at most 315360000000ms (10 years)'];
+        yield 'a token bucket interval above 10 years' => [static fn () => Limit::tokenBucket('a', 'k', 10, '315360000001ms'), 'at most 315360000000ms (10 years)'];
+        yield 'renew and escalate' => [static fn () => Limit::counter('a', 'k', 10, 60, renew: true, escalate: true), "limit 'a': renew and escalate exclude each other"];
         yield 'limit 0' => [static fn () => Limit::fixed('a', 'k', 0, 60), "limit 'a': limit must be a positive integer no larger than 1000000000000000, got 0"];
         yield 'negative limit' => [static fn () => Limit::slideLog('a', 'k', -1, 60), 'limit must be a positive integer'];
         yield 'burst 0' => [static fn () => Limit::gcra('a', 'k', 10, 60, burst: 0), 'burst must be a positive integer'];
@@ -53,6 +61,51 @@ final class ValidationTest extends KitTestCase
         } catch (InvalidArgumentException | \Symfony\Component\OptionsResolver\Exception\ExceptionInterface $e) {
             self::assertStringContainsString($message, $e->getMessage());
         }
+    }
+
+    public function testTheLongWindowIsTheCounters(): void
+    {
+        self::assertSame(Limit::MAX_COUNTER_WINDOW_MS, Limit::counter('a', 'k', 10, '9223372036854775ms')->windowMs);
+        self::assertSame(Limit::MAX_WINDOW_MS + 1, Limit::counter('a', 'k', 10, '315360000001ms')->windowMs);
+        self::assertSame(Limit::MAX_WINDOW_MS, Limit::fixed('a', 'k', 10, '315360000s')->windowMs);
+    }
+
+    /** The options are RL.COUNTER's: no other algorithm's builder takes them (PHP refuses the name). */
+    public function testTheCounterOptionsOnAnotherAlgorithm(): void
+    {
+        foreach (['countAll', 'renew', 'escalate'] as $option) {
+            try {
+                Limit::fixed('a', 'k', 10, 60, ...[$option => true]);
+                self::fail("{$option} accepted");
+            } catch (\Error $e) {
+                self::assertSame("Unknown named parameter \${$option}", $e->getMessage());
+            }
+        }
+    }
+
+    public function testTheCounterOptionsAreRefusedInRlAllAndNothingIsSent(): void
+    {
+        $redis = new ScriptedConnection([]);
+        $rl = $this->limiter($redis);
+        $fixed = Limit::fixed('f', 'rl:{u}:f', 5, 60);
+        foreach (['countAll' => 'COUNTALL', 'renew' => 'RENEW', 'escalate' => 'ESCALATE'] as $option => $word) {
+            $counter = Limit::counter('c', 'rl:{u}:c', 2, 60, ...[$option => true]);
+            foreach ([fn () => $rl->hit($fixed, $counter), fn () => $rl->peek($counter, $fixed), fn () => $rl->acquire('l', $counter, Limit::concurrency('k', 'rl:{u}:k', 2, 30))] as $call) {
+                try {
+                    $call();
+                    self::fail("{$word} accepted in RL.ALL");
+                } catch (InvalidArgumentException $e) {
+                    self::assertSame("limit 'c': {$word} is RL.COUNTER's alone, refused in RL.ALL (a denied RL.ALL spends nothing): check that limit on its own", $e->getMessage());
+                }
+            }
+        }
+        try {
+            $rl->hit(Limit::counter('c', 'rl:{u}:c', 2, 60, countAll: true, escalate: true), $fixed);
+            self::fail('accepted in RL.ALL');
+        } catch (InvalidArgumentException $e) {
+            self::assertStringStartsWith("limit 'c': COUNTALL and ESCALATE are RL.COUNTER's alone", $e->getMessage());
+        }
+        self::assertSame([], $redis->sent);
     }
 
     public function testAnEmptyLeaseIdIsRefusedBeforeAnyCall(): void
