@@ -37,8 +37,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// more, so until then Redis would deny it too. What can make Redis admit earlier is
 /// handled: a REFUND or RESET through this limiter forgets every entry on its keys, and
 /// a different cost or set of limits is a different entry. Denials that never pass
-/// (`-1`) and denials involving a concurrency limit (a release frees a slot at any time)
-/// are not cached. A REFUND or RESET from another process is not seen: keep the cache
+/// (`-1`), denials involving a concurrency limit (a release frees a slot at any time),
+/// and denials of a counter that counts them (`count_all`, `escalate`: each denied call
+/// writes) are not cached. A REFUND or RESET from another process is not seen: keep the cache
 /// off where that matters.
 pub struct DenyCache {
     max_entries: usize,
@@ -88,11 +89,15 @@ impl DenyCache {
             l.block
                 .is_some_and(|b| b.growth != crate::limit::Growth::Fixed)
         });
+        // A counter that counts denials (COUNTALL, ESCALATE) writes on each: answered
+        // here, the count would fall behind and ESCALATE's wait would not grow.
+        let counting = entry.limits.iter().any(Limit::counts_denials);
         if decision.allowed
             || decision.retry_after_ms <= 0
             || decision.source != Source::Redis
             || concurrency
             || growing
+            || counting
         {
             return;
         }

@@ -88,6 +88,10 @@ impl RateLimitLayer<PeerIpKeyExtractor> {
         let limits: Vec<Limit> = limits.into_iter().collect();
         for limit in &limits {
             limit.validate()?;
+            // Several limits go as one RL.ALL.
+            if limits.len() > 1 {
+                limit.validate_in_all()?;
+            }
         }
         Ok(RateLimitLayer {
             settings: Arc::new(Settings {
@@ -167,7 +171,9 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             algorithm: Algorithm::Concurrency,
             ..limit
         };
-        if let Err(error) = limit.validate() {
+        // The lease and the rate limits go as one RL.ALL.
+        let in_all = self.settings.limits.iter().map(Limit::validate_in_all);
+        if let Err(error) = limit.validate().and(in_all.collect::<Result<(), _>>()) {
             panic!("{error}");
         }
         self.with(|s| s.concurrency = Some(limit))

@@ -9,7 +9,12 @@ const MAX_NUMBER: u64 = 1_000_000_000_000_000;
 /// The largest RL.SLIDELOG and RL.CONCURRENCY limit (a set member per unit), and so
 /// RL.SLIDELOG's largest cost.
 const MAX_MEMBERS: u64 = 1_000_000;
+/// Every limiter's longest window but RL.COUNTER's, and the longest block: ten years
+/// (their instants are µs, whose range ends in 2265).
 const MAX_WINDOW: Duration = Duration::from_secs(315_360_000);
+/// RL.COUNTER's longest window, 2^63 − 1 µs in whole ms (about 292,000 years): it keeps
+/// no instant of its own, only the key's TTL.
+const MAX_COUNTER_WINDOW: Duration = Duration::from_millis(9_223_372_036_854_775);
 
 /// The module's limiters. `Counter` is a fixed window that starts at a caller's first hit
 /// (RL.COUNTER). `SlideWindow` and `TokenBucket` are Symfony's sliding window and token
@@ -147,6 +152,13 @@ pub struct Limit {
     pub refill: Option<u64>,
     /// The penalty box after a denial (every algorithm but concurrency).
     pub block: Option<Block>,
+    /// Counter only, `COUNTALL`: a denied spending call adds its cost too.
+    pub count_all: bool,
+    /// Counter only, `RENEW`: every call that writes the counter restarts the window.
+    pub renew: bool,
+    /// Counter only, `ESCALATE`: counts as `count_all`, and a denial sets the window to
+    /// `window × 2^(count − limit − 1)` from now (at most 2^53 − 1 ms).
+    pub escalate: bool,
 }
 
 impl Limit {
@@ -166,6 +178,9 @@ impl Limit {
             burst: None,
             refill: None,
             block: None,
+            count_all: false,
+            renew: false,
+            escalate: false,
         }
     }
 
@@ -181,7 +196,8 @@ impl Limit {
 
     /// RL.COUNTER: a fixed window that starts at the key's first hit and ends when the
     /// key expires (one counter at `key` itself, whose TTL is the window), the layout of
-    /// rate-limit-redis and Python `limits`.
+    /// rate-limit-redis and Python `limits`. Its window may last up to
+    /// 9,223,372,036,854,775 ms (about 292,000 years), every other limiter's ten years.
     pub fn counter(
         name: impl Into<String>,
         key: impl Into<String>,
@@ -265,6 +281,47 @@ impl Limit {
         self
     }
 
+    /// RL.COUNTER's `COUNTALL`: a denied call adds its cost too, as the stock stores'
+    /// `INCR` on every call (a call is admitted when the count before it plus its cost
+    /// is within the limit). Not in `check_all`: a denied RL.ALL spends nothing.
+    pub fn count_all(mut self) -> Self {
+        self.count_all = true;
+        self
+    }
+
+    /// RL.COUNTER's `RENEW`: every call that writes the counter sets its TTL to the whole
+    /// window again (`limits`' elastic expiry, express-rate-limit's
+    /// `resetExpiryOnChange`); with `count_all` denied calls renew it too.
+    pub fn renew(mut self) -> Self {
+        self.renew = true;
+        self
+    }
+
+    /// RL.COUNTER's `ESCALATE`, @fastify/rate-limit's `exponentialBackoff`: every call
+    /// counts (as `count_all`), and a denial sets the counter's TTL to
+    /// `window × 2^(count − limit − 1)` from now, at most 2^53 − 1 ms. Not with `renew`.
+    pub fn escalate(mut self) -> Self {
+        self.escalate = true;
+        self
+    }
+
+    /// The words of RL.COUNTER's own options this limit carries, in the order sent.
+    fn counter_words(&self) -> impl Iterator<Item = &'static str> {
+        [
+            (self.count_all, "COUNTALL"),
+            (self.renew, "RENEW"),
+            (self.escalate, "ESCALATE"),
+        ]
+        .into_iter()
+        .filter_map(|(on, word)| on.then_some(word))
+    }
+
+    /// Whether a denied spending call writes the counter (`COUNTALL`, `ESCALATE`), so only
+    /// the server can answer it.
+    pub(crate) fn counts_denials(&self) -> bool {
+        self.count_all || self.escalate
+    }
+
     /// GCRA's `BURST`.
     pub fn burst(mut self, burst: u64) -> Self {
         self.burst = Some(burst);
@@ -304,12 +361,30 @@ impl Limit {
                 self.limit
             ));
         }
-        if self.window.is_zero() || self.window > MAX_WINDOW {
+        let (longest, bound) = match self.algorithm {
+            Algorithm::Counter => (
+                MAX_COUNTER_WINDOW,
+                "9223372036854775 ms (about 292,000 years)",
+            ),
+            _ => (MAX_WINDOW, "ten years (315360000 s)"),
+        };
+        if self.window.is_zero() || self.window > longest {
             return invalid(format!(
-                "the window must be from 1 ms to ten years ({} s), not {:?}",
-                MAX_WINDOW.as_secs(),
+                "the window must be from 1 ms to {bound} for {}, not {:?}",
+                self.algorithm.command(),
                 self.window
             ));
+        }
+        if let Some(word) = self.counter_words().next() {
+            if self.algorithm != Algorithm::Counter {
+                return invalid(format!(
+                    "{} takes no {word}: it is RL.COUNTER's alone",
+                    self.algorithm.command()
+                ));
+            }
+        }
+        if self.renew && self.escalate {
+            return invalid("RENEW and ESCALATE exclude each other".into());
         }
         if self.algorithm == Algorithm::Gcra && self.limit > self.window_ms().saturating_mul(1000) {
             return invalid(format!(
@@ -362,6 +437,20 @@ impl Limit {
         }
     }
 
+    /// Whether the limit may be one of RL.ALL's: the module refuses RL.COUNTER's own
+    /// options there, because a denied RL.ALL writes nothing at all.
+    pub fn validate_in_all(&self) -> Result<(), Error> {
+        match self.counter_words().next() {
+            Some(word) => Err(Error::InvalidLimit {
+                name: self.name.clone(),
+                reason: format!(
+                    "{word} is not accepted in RL.ALL (a denied RL.ALL spends nothing): check this limit on its own"
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Whether `cost` units of one call fit what the module accepts for this limit.
     pub fn validate_cost(&self, cost: u64) -> Result<(), Error> {
         let invalid = |reason: String| {
@@ -393,8 +482,8 @@ impl Limit {
         duration_arg(self.window)
     }
 
-    /// `<key> <limit> <window> [BURST b] [REFILL r] [COST n] [BLOCK d [EXTEND | BACKOFF max]]`,
-    /// shared by single calls and RL.ALL.
+    /// `<key> <limit> <window> [BURST b] [REFILL r] [COST n] [BLOCK d [EXTEND | BACKOFF max]]
+    /// [COUNTALL] [RENEW] [ESCALATE]`, shared by single calls and RL.ALL.
     fn spec(&self, cmd: &mut redis::Cmd, cost: u64) {
         cmd.arg(&self.key).arg(self.limit).arg(self.window_arg());
         if let Some(burst) = self.burst {
@@ -418,6 +507,9 @@ impl Limit {
                     cmd.arg("BACKOFF").arg(duration_arg(max));
                 }
             }
+        }
+        for word in self.counter_words() {
+            cmd.arg(word);
         }
     }
 }
@@ -680,6 +772,47 @@ mod tests {
     }
 
     #[test]
+    fn counter_options_commands() {
+        let s = Duration::from_secs(1);
+        let counter = Limit::counter("c", "k", 5, 60 * s);
+        assert_eq!(
+            words(&command(
+                &counter.clone().renew().count_all(),
+                2,
+                Mode::Spend,
+                None
+            )),
+            [
+                "RL.COUNTER",
+                "k",
+                "5",
+                "60",
+                "COST",
+                "2",
+                "COUNTALL",
+                "RENEW"
+            ]
+        );
+        let escalate = counter.escalate().block(Block::new(30 * s));
+        assert_eq!(
+            words(&command(&escalate, 1, Mode::Peek, None)),
+            [
+                "RL.COUNTER",
+                "k",
+                "5",
+                "60",
+                "BLOCK",
+                "30",
+                "ESCALATE",
+                "PEEK"
+            ]
+        );
+        // The longest counter window goes in ms, unrounded.
+        let longest = Limit::counter("c", "k", 5, MAX_COUNTER_WINDOW);
+        assert_eq!(longest.window_arg(), "9223372036854775ms");
+    }
+
+    #[test]
     fn all_and_lease_commands() {
         let a = Limit::slidecount("m", "rl:{u}:m", 100, Duration::from_secs(60));
         let c = Limit::concurrency("c", "rl:{u}:c", 5, Duration::from_secs(30));
@@ -768,6 +901,93 @@ mod validation {
         assert!(Limit::counter("c", "k", 1_000_000_000_000_000, MAX_WINDOW)
             .validate()
             .is_ok());
+    }
+
+    #[test]
+    fn windows_are_bounded_per_algorithm() {
+        let longest = Duration::from_millis(9_223_372_036_854_775);
+        assert_eq!(longest, MAX_COUNTER_WINDOW);
+        assert!(Limit::counter("c", "k", 1, longest).validate().is_ok());
+        let over = longest + Duration::from_millis(1);
+        let text = reason(&Limit::counter("c", "k", 1, over));
+        assert!(
+            text.contains("9223372036854775 ms (about 292,000 years) for RL.COUNTER"),
+            "{text}"
+        );
+        // A part of a ms past it is sent rounded up, so it is over too.
+        assert!(
+            Limit::counter("c", "k", 1, longest + Duration::from_micros(1))
+                .validate()
+                .is_err()
+        );
+        // Every other limiter, and every block, stays within ten years.
+        let ten_years = MAX_WINDOW;
+        let past = ten_years + Duration::from_millis(1);
+        for limit in [
+            Limit::fixed("f", "k", 1, past),
+            Limit::slidecount("f", "k", 1, past),
+            Limit::slidelog("f", "k", 1, past),
+            Limit::slide_window("f", "k", 1, past),
+            Limit::token_bucket("f", "k", 1, past, 1),
+            Limit::gcra("f", "k", 1, past),
+            Limit::concurrency("f", "k", 1, past),
+        ] {
+            assert!(
+                reason(&limit).contains("ten years (315360000 s)"),
+                "{limit:?}"
+            );
+        }
+        assert!(Limit::gcra("g", "k", 1, ten_years).validate().is_ok());
+        let boxed = Limit::counter("c", "k", 1, longest).block(Block::new(past));
+        assert!(reason(&boxed).contains("the block must be from 1 ms to ten years"));
+        let backoff = Block::new(ten_years).backoff(past);
+        assert!(reason(&boxed.block(backoff)).contains("backoff's maximum"));
+    }
+
+    #[test]
+    fn counter_options_are_the_counters_alone_and_not_in_rl_all() {
+        let s = Duration::from_secs(1);
+        let counter = || Limit::counter("c", "k", 5, s);
+        let on = |limit: Limit, word: &str| match word {
+            "COUNTALL" => limit.count_all(),
+            "RENEW" => limit.renew(),
+            _ => limit.escalate(),
+        };
+        for word in ["COUNTALL", "RENEW", "ESCALATE"] {
+            assert!(on(counter(), word).validate().is_ok());
+            assert!(on(counter(), word).count_all().validate().is_ok());
+            for other in [
+                Limit::fixed("f", "k", 5, s),
+                Limit::slidecount("f", "k", 5, s),
+                Limit::slidelog("f", "k", 5, s),
+                Limit::slide_window("f", "k", 5, s),
+                Limit::token_bucket("f", "k", 5, s, 1),
+                Limit::gcra("f", "k", 5, s),
+                Limit::concurrency("f", "k", 5, s),
+            ] {
+                let command = other.algorithm.command();
+                assert_eq!(
+                    reason(&on(other, word)),
+                    format!("{command} takes no {word}: it is RL.COUNTER's alone")
+                );
+            }
+            let Err(Error::InvalidLimit { name, reason }) = on(counter(), word).validate_in_all()
+            else {
+                panic!("{word} accepted in RL.ALL");
+            };
+            assert_eq!(name, "c");
+            assert!(reason.starts_with(&format!("{word} is not accepted in RL.ALL")));
+        }
+        assert!(counter().validate_in_all().is_ok());
+        assert!(counter().block(Block::new(s)).validate_in_all().is_ok());
+        assert_eq!(
+            reason(&counter().renew().escalate()),
+            "RENEW and ESCALATE exclude each other"
+        );
+        assert_eq!(
+            reason(&counter().count_all().escalate().renew()),
+            "RENEW and ESCALATE exclude each other"
+        );
     }
 
     #[test]

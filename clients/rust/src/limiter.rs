@@ -295,6 +295,9 @@ impl RateLimiter {
         }
         for (limit, &cost) in limits.iter().zip(&costs) {
             checked(limit, cost);
+            if let Err(error) = limit.validate_in_all() {
+                misuse(error);
+            }
         }
         if mode == Mode::Impose && limits.iter().all(|l| l.block.is_none()) {
             misuse(Error::InvalidCall("IMPOSE needs a limit with a block"));

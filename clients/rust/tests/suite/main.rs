@@ -10,6 +10,7 @@ mod cluster;
 mod commands;
 mod concurrency;
 mod counter;
+mod counter_options;
 mod deny_cache;
 mod example;
 mod failure;
