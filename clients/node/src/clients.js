@@ -17,6 +17,28 @@ export function adapt(client) {
   throw new TypeError('redis-rl: expected a node-redis client or cluster (createClient, createCluster) or an ioredis Redis or Cluster');
 }
 
+/**
+ * One send(args) per server that holds keys: every primary of a cluster client, else
+ * the client itself.
+ * @returns {Promise<Array<(args: string[]) => Promise<unknown>>>}
+ */
+export async function primaries(client) {
+  // ioredis Cluster
+  if (client?.isCluster && typeof client.nodes === 'function') {
+    return client.nodes('master').map((n) => (a) => n.call(...a));
+  }
+  // node-redis cluster
+  if (Array.isArray(client?.masters) && typeof client.nodeClient === 'function') {
+    return Promise.all(client.masters.map(async (m) => {
+      const c = await client.nodeClient(m);
+      return (a) => c.sendCommand(a);
+    }));
+  }
+  if (typeof client?.call === 'function') return [(a) => client.call(...a)];
+  if (typeof client?.sendCommand === 'function') return [(a) => client.sendCommand(a)];
+  throw new TypeError('redis-rl: expected a node-redis client or cluster or an ioredis Redis or Cluster');
+}
+
 const connections = new WeakMap();
 
 /**
