@@ -39,6 +39,32 @@ export async function primaries(client) {
   throw new TypeError('redis-rl: expected a node-redis client or cluster or an ioredis Redis or Cluster');
 }
 
+/** `text` matched literally by a SCAN MATCH / KEYS glob. */
+export const globEscape = (text) => String(text).replace(/[*?[\]\\]/g, '\\$&');
+
+/**
+ * UNLINK every key that matches a glob, on every primary, one SCAN page at a time:
+ * never KEYS, so each server keeps answering in between. A cluster refuses one command
+ * over keys of two slots (CROSSSLOT), hence one UNLINK per slot of a page. Rejects on
+ * the first failure.
+ */
+export async function unlinkMatching(client, pattern, { count = 1000 } = {}) {
+  await Promise.all((await primaries(client)).map(async (send) => {
+    let cursor = '0';
+    do {
+      const [next, keys] = await send(['SCAN', cursor, 'MATCH', pattern, 'COUNT', String(count)]);
+      cursor = String(next);
+      const bySlot = new Map();
+      for (const key of keys.map(String)) {
+        const slot = calculateSlot(key);
+        if (!bySlot.has(slot)) bySlot.set(slot, []);
+        bySlot.get(slot).push(key);
+      }
+      await Promise.all([...bySlot.values()].map((group) => send(['UNLINK', ...group])));
+    } while (cursor !== '0');
+  }));
+}
+
 const connections = new WeakMap();
 
 /**
