@@ -41,6 +41,8 @@ export class RedisRlStore {
   decrement(key: string): Promise<void>;
   resetKey(key: string): Promise<void>;
   get(key: string): Promise<{ totalHits: number; resetTime: Date } | undefined>;
+  /** Every client's limit reset: SCAN + UNLINK of `<prefix>{…}` on every primary. */
+  resetAll(): Promise<void>;
 }
 
 // redis-rl/nestjs

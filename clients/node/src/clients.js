@@ -17,6 +17,54 @@ export function adapt(client) {
   throw new TypeError('redis-rl: expected a node-redis client or cluster (createClient, createCluster) or an ioredis Redis or Cluster');
 }
 
+/**
+ * One send(args) per server that holds keys: every primary of a cluster client, else
+ * the client itself.
+ * @returns {Promise<Array<(args: string[]) => Promise<unknown>>>}
+ */
+export async function primaries(client) {
+  // ioredis Cluster
+  if (client?.isCluster && typeof client.nodes === 'function') {
+    return client.nodes('master').map((n) => (a) => n.call(...a));
+  }
+  // node-redis cluster
+  if (Array.isArray(client?.masters) && typeof client.nodeClient === 'function') {
+    return Promise.all(client.masters.map(async (m) => {
+      const c = await client.nodeClient(m);
+      return (a) => c.sendCommand(a);
+    }));
+  }
+  if (typeof client?.call === 'function') return [(a) => client.call(...a)];
+  if (typeof client?.sendCommand === 'function') return [(a) => client.sendCommand(a)];
+  throw new TypeError('redis-rl: expected a node-redis client or cluster or an ioredis Redis or Cluster');
+}
+
+/** `text` matched literally by a SCAN MATCH / KEYS glob. */
+export const globEscape = (text) => String(text).replace(/[*?[\]\\]/g, '\\$&');
+
+/**
+ * UNLINK every key that matches a glob, on every primary, one SCAN page at a time:
+ * never KEYS, so each server keeps answering in between. A cluster refuses one command
+ * over keys of two slots (CROSSSLOT), hence one UNLINK per slot of a page. Rejects on
+ * the first failure.
+ */
+export async function unlinkMatching(client, pattern, { count = 1000 } = {}) {
+  await Promise.all((await primaries(client)).map(async (send) => {
+    let cursor = '0';
+    do {
+      const [next, keys] = await send(['SCAN', cursor, 'MATCH', pattern, 'COUNT', String(count)]);
+      cursor = String(next);
+      const bySlot = new Map();
+      for (const key of keys.map(String)) {
+        const slot = calculateSlot(key);
+        if (!bySlot.has(slot)) bySlot.set(slot, []);
+        bySlot.get(slot).push(key);
+      }
+      await Promise.all([...bySlot.values()].map((group) => send(['UNLINK', ...group])));
+    } while (cursor !== '0');
+  }));
+}
+
 const connections = new WeakMap();
 
 /**

@@ -2,6 +2,7 @@
 // keeps its own summary (RL.TOP is not replicated), so on a cluster client every primary
 // is asked. A key lives on one primary, so merging is a union sorted by denials (after
 // a slot migration a key may appear on two: its counts add, errors included).
+import { primaries } from './clients.js';
 
 function text(v) {
   return Buffer.isBuffer(v) ? v.toString('utf8') : String(v);
@@ -66,24 +67,6 @@ export function mergeTop(answers, count = 10) {
     .slice(0, count);
 }
 
-/** The clients to ask: every primary of a cluster client, else the client itself. */
-async function servers(client) {
-  // ioredis Cluster
-  if (client?.isCluster && typeof client.nodes === 'function') {
-    return client.nodes('master').map((n) => (a) => n.call(...a));
-  }
-  // node-redis cluster
-  if (Array.isArray(client?.masters) && typeof client.nodeClient === 'function') {
-    return Promise.all(client.masters.map(async (m) => {
-      const c = await client.nodeClient(m);
-      return (a) => c.sendCommand(a);
-    }));
-  }
-  if (typeof client?.call === 'function') return [(a) => client.call(...a)];
-  if (typeof client?.sendCommand === 'function') return [(a) => client.sendCommand(a)];
-  throw new TypeError('redis-rl: top() expects a node-redis client or cluster or an ioredis Redis or Cluster');
-}
-
 /**
  * RL.TOP on one server, or on every primary of a cluster client, merged: the keys
  * denied most, worst first. Errors (an unknown algorithm, a server without the module)
@@ -93,7 +76,7 @@ async function servers(client) {
  */
 export async function top(client, options = {}) {
   const a = args(options);
-  const answers = await Promise.all((await servers(client)).map(async (send) => {
+  const answers = await Promise.all((await primaries(client)).map(async (send) => {
     const rows = await send(a);
     return (rows ?? []).map(entry);
   }));

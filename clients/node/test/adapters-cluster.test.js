@@ -14,7 +14,8 @@ import { RedisRlThrottlerStorage } from 'redis-rl/nestjs';
 import { RateLimiterRedisRl, RateLimiterUnionRl } from 'redis-rl/rate-limiter-flexible';
 import { clusters } from './support/clients.js';
 import { listen, SLOW_OK } from './support/adapters.js';
-import { features, movedCount, NO_ALL, startCluster } from './support/servers.js';
+import calculateSlot from 'cluster-key-slot';
+import { features, movedCount, NO_ALL, rawCommand, startCluster } from './support/servers.js';
 
 const T = 1718609340000;
 const ids = (prefix, n) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
@@ -57,6 +58,36 @@ for (const [lib, connect] of Object.entries(clusters)) {
           assert.deepEqual(statuses, [200, 429]);
         }
       } finally {
+        await srv.close();
+      }
+    }));
+
+    it('express-rate-limit: resetAll reaches every primary, and leaves other keys', () => zeroMoved(async () => {
+      const prefix = `erl-all-${lib}:`;
+      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, clock: () => T, onError, prefix });
+      const a = express();
+      a.use(rateLimit({ windowMs: 60_000, limit: 1, validate: false, keyGenerator: (req) => req.headers['x-id'], store }));
+      a.get('/', (req, res) => res.send('ok'));
+      const srv = await listen(http.createServer(a));
+      const hit = async (id) => (await fetch(srv.base, { headers: { 'x-id': id } })).status;
+      const outside = `outside-{${lib}}`;
+      try {
+        await conn.client.set(outside, '1');
+        const all = ids(`${lib}-`, 30);
+        for (const id of all) assert.deepEqual([await hit(id), await hit(id)], [200, 429]);
+        // The identities' keys are on every primary (CLUSTER COUNTKEYSINSLOT counts a node's own).
+        const holding = new Set();
+        for (const n of cluster.nodes) {
+          for (const id of all) {
+            if (await rawCommand(n.port, `CLUSTER COUNTKEYSINSLOT ${calculateSlot(`${prefix}{${id}}`)}`) !== ':0\r\n') holding.add(n.port);
+          }
+        }
+        assert.equal(holding.size, cluster.nodes.length);
+        await store.resetAll();
+        for (const id of all) assert.equal(await hit(id), 200, id);
+        assert.equal(await conn.client.get(outside), '1');
+      } finally {
+        await conn.client.del(outside);
         await srv.close();
       }
     }));

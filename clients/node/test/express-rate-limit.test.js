@@ -10,7 +10,7 @@ import { RedisStore as StockStore6 } from 'rate-limit-redis';
 import { RedisStore as StockStore4 } from 'rate-limit-redis-4';
 import { Registry } from 'prom-client';
 import { RedisRlStore } from 'redis-rl/express-rate-limit';
-import { ioredisClient } from './support/clients.js';
+import { ioredisClient, standalone } from './support/clients.js';
 import { decisionsOf } from './support/metrics.js';
 import { assertNothingLost, sharedServer, SLOW_OK, BURST_WINDOW_MS, listen, restartUnderTraffic, steppedTime, burstResults, admitting } from './support/adapters.js';
 import { freePort, startServer } from './support/servers.js';
@@ -342,6 +342,86 @@ describe('algorithm counter: rate-limit-redis\'s counting', () => {
     }
     // Counted, denied ones too, and each reports the restarted window as its reset.
     assert.deepEqual(seen, [[1, '1', 60], [2, '2', 60], [2, '3', 60]]);
+  });
+});
+
+describe('resetAll: every client\'s limit, and only the keys this store named', () => {
+  // Every key on the (standalone) shared server that matches a glob, in one SCAN page.
+  const scanAll = async (glob) => (await shared.conn.client.call('SCAN', '0', 'MATCH', glob, 'COUNT', '100000'))[1].sort();
+
+  for (const [lib, connect] of Object.entries(standalone)) {
+    it(`through ${lib}: two exhausted clients are admitted again; another store (one whose prefix starts with this one's too) and other keys are untouched`, async () => {
+      const conn = await connect(shared.redis.port);
+      const time = steppedTime(T);
+      const prefix = `erl-all-${lib}:`;
+      const store = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock, prefix });
+      const nested = new RedisRlStore({ client: conn.client, timeout: SLOW_OK, clock: time.clock, prefix: `${prefix}nested:` });
+      const srv = await app(rateLimit8, { windowMs: 60_000, limit: 2, store });
+      const other = await app(rateLimit8, { windowMs: 60_000, limit: 2, store: nested });
+      const [a, b, c] = [freshId(), freshId(), freshId()];
+      // Under the prefix's text but not a key the store names, and outside it.
+      const foreign = [`${prefix}plain`, `outside-${lib}`];
+      try {
+        for (const k of foreign) await shared.conn.client.set(k, '1');
+        const statuses = async (s, id) => [(await s.hit(id)).status, (await s.hit(id)).status, (await s.hit(id)).status];
+        assert.deepEqual([await statuses(srv, a), await statuses(srv, b), await statuses(other, c)], [[200, 200, 429], [200, 200, 429], [200, 200, 429]]);
+        // The sliding counter's keys are derived ones, <prefix>{id}:<window>.
+        const ours = await scanAll(`${prefix}{*`);
+        assert.equal(ours.length, 2);
+        for (const k of ours) assert.match(k, new RegExp(`^${prefix}\\{(${a}|${b})\\}:\\d+$`));
+        assert.equal(await store.resetAll(), undefined);
+        assert.deepEqual(await scanAll(`${prefix}{*`), []);
+        assert.deepEqual([(await srv.hit(a)).status, (await srv.hit(b)).status], [200, 200]);
+        assert.equal((await other.hit(c)).status, 429);
+        assert.equal(await shared.conn.client.exists(...foreign), foreign.length);
+      } finally {
+        await srv.close();
+        await other.close();
+        await shared.conn.client.del(...foreign);
+        await conn.close();
+      }
+    });
+  }
+
+  it('a prefix with glob characters (*?[]\\) resets its own keys only, not those its unescaped glob would match', async () => {
+    const time = steppedTime(T);
+    const store = (prefix) => new RedisRlStore({ client: shared.conn.client, timeout: SLOW_OK, clock: time.clock, prefix });
+    const globby = store('erl:[x]*?\\:');
+    // Unescaped, 'erl:[x]*?\:{*' would match 'erl:xab:{…}'.
+    const srv = await app(rateLimit8, { windowMs: 60_000, limit: 1, store: globby });
+    const decoy = await app(rateLimit8, { windowMs: 60_000, limit: 1, store: store('erl:xab:') });
+    const id = freshId();
+    try {
+      assert.deepEqual([(await srv.hit(id)).status, (await srv.hit(id)).status, (await decoy.hit(id)).status, (await decoy.hit(id)).status], [200, 429, 200, 429]);
+      await globby.resetAll();
+      assert.deepEqual([(await srv.hit(id)).status, (await decoy.hit(id)).status], [200, 429]);
+    } finally {
+      await srv.close();
+      await decoy.close();
+    }
+  });
+
+  it('goes through every SCAN page: 3,000 keys, none left', async () => {
+    const prefix = 'erl-many:';
+    const keys = Array.from({ length: 3000 }, (_, i) => `${prefix}{k${i}}:${i % 2}`);
+    const p = shared.conn.client.pipeline();
+    for (const k of keys) p.set(k, '1');
+    await p.exec();
+    assert.equal(await shared.conn.client.exists(...keys), keys.length);
+    await new RedisRlStore({ client: shared.conn.client, prefix }).resetAll();
+    assert.equal(await shared.conn.client.exists(...keys), 0);
+  });
+
+  it('a Redis failure rejects (there is no request to decide, so no failure policy)', async () => {
+    const { default: Redis } = await import('ioredis');
+    const { ioredisOptions } = await import('redis-rl');
+    const dead = new Redis({ ...ioredisOptions(), port: await freePort() });
+    dead.on('error', () => {});
+    try {
+      await assert.rejects(new RedisRlStore({ client: dead }).resetAll());
+    } finally {
+      dead.disconnect();
+    }
   });
 });
 

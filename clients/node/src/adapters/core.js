@@ -7,6 +7,7 @@
 //   admitted        -> limit - remaining  (<= limit: the library admits)
 //   denied          -> limit + 1          (> limit: the library denies)
 //   denied, shadow  -> limit              (the library admits; headers show 0 left)
+import { globEscape } from '../clients.js';
 import { RateLimiter } from '../limiter.js';
 
 // 'counter' is the libraries' own window (from the first hit, one counter at the key).
@@ -74,6 +75,13 @@ export function asHits(adapter, decision, limit, cost = 1) {
  * would move the tag, so they (and %, to stay unambiguous) are percent-encoded.
  */
 export const tagged = (prefix, key) => `${prefix}{${String(key).replace(/[%{}]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}}`;
+
+/**
+ * The SCAN glob of every key `tagged(prefix, …)` names, the module's derived keys
+ * (`…}:<window>`) included. The `{` keeps out another prefix that merely starts with
+ * this one ('rl:' does not reach 'rl:erl:{…}').
+ */
+export const taggedGlob = (prefix) => `${globEscape(prefix)}{*`;
 
 /** Hits so far, from a PEEK of cost 1 (whose remaining is what would be left after it). */
 export const usedBefore = (peek, limit) => (peek.allowed ? limit - peek.remaining - 1 : limit);

@@ -8,7 +8,8 @@
 // function, then compares. For those the store counts every request (as the stock stores
 // do, denied ones included) and the library compares: the module's algorithm still
 // decides what "the requests in the window" are.
-import { asHits, limitFor, makeLimiter, tagged, usedBefore } from './core.js';
+import { unlinkMatching } from '../clients.js';
+import { asHits, limitFor, makeLimiter, tagged, taggedGlob, usedBefore } from './core.js';
 
 const WHO = 'redis-rl/express-rate-limit';
 
@@ -32,6 +33,7 @@ export class RedisRlStore {
   /** Keys live in Redis, shared by every process (express-rate-limit's validations ask). */
   localKeys = false;
   #adapter;
+  #client;
   #limit;
   /** The library's limit when it is a positive number; undefined when the library compares. */
   #fixedLimit;
@@ -65,6 +67,7 @@ export class RedisRlStore {
     }
     if (typeof prefix !== 'string') throw new TypeError(`${WHO}: prefix must be a string`);
     this.#adapter = makeLimiter(WHO, rest, 'library');
+    this.#client = rest.client;
     this.#metrics = Boolean(rest.metrics);
     this.prefix = prefix;
     // rate-limit-redis INCRs on every request, denied ones included: on its own window
@@ -150,6 +153,16 @@ export class RedisRlStore {
   async resetKey(key) {
     const d = await this.#adapter.rl.reset(this.#policy(), key);
     if (d.source === 'failure') throw d.error;
+  }
+
+  /**
+   * Every client's limit back to whole (the library's optional resetAll): every key this
+   * store named, on every primary, goes (SCAN + UNLINK). O(keys on the servers), so an
+   * operator's call, not one for the request path. A Redis failure rejects: there is no
+   * request to decide, so no failure policy.
+   */
+  async resetAll() {
+    await unlinkMatching(this.#client, taggedGlob(this.prefix));
   }
 
   /** The state without spending (PEEK), with the state's own reset; undefined when the key has no hits. */
