@@ -320,8 +320,9 @@ export class RateLimiter {
       // An adapter's library applies its own switch ('open' | 'closed') to a failure.
       libraryFailure,
       args: buildCommand(list, keys, costs, { nowUs, mode, lease }),
-      // A lease can be released any moment by another request: no denial is safe to cache.
-      cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency'),
+      // A lease can be released any moment by another request, and a counter that counts
+      // its denials (countAll, escalate) must see each one: neither denial is cached.
+      cacheable: !list.some((l) => String(l.algorithm).toLowerCase() === 'concurrency' || l.countAll || l.escalate),
       signature: list.map((l, i) => `${l.algorithm} ${keys[i]} ${l.limit} ${l.window} ${l.burst ?? ''} ${JSON.stringify(l.block ?? '')}`).join('\n'),
     };
   }

@@ -134,6 +134,22 @@ describe('deny cache', () => {
     assert.deepEqual([after.allowed, after.source], [true, 'redis']);
   });
 
+  it('never answers for a counter that counts its denials (countAll, escalate): each reaches Redis', async () => {
+    const { rl } = steppedLimiter();
+    const sources = async (limit, key) => {
+      const seen = [];
+      for (let i = 0; i < 3; i++) seen.push((await rl.check(limit, key)).source);
+      return seen;
+    };
+    const counted = { name: 'all', algorithm: 'counter', limit: 1, window: 10, countAll: true };
+    assert.deepEqual(await sources(counted, 'counted'), ['redis', 'redis', 'redis']);
+    assert.equal(await raw(conn.client, 'GET', 'rl:{counted}:all'), '3');
+    const escalated = { name: 'esc', algorithm: 'counter', limit: 1, window: 10, escalate: true };
+    assert.deepEqual(await sources(escalated, 'escalated'), ['redis', 'redis', 'redis']);
+    const plain = { name: 'plain', algorithm: 'counter', limit: 1, window: 10 };
+    assert.deepEqual(await sources(plain, 'plain'), ['redis', 'redis', 'cache']);
+  });
+
   it('is off unless asked for', async () => {
     const { rl } = steppedLimiter({ denyCache: false });
     const limit = { name: 'off', algorithm: 'fixed', limit: 1, window: 10 };

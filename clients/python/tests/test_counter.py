@@ -173,14 +173,20 @@ def test_escalate_doubles_the_ttl_on_each_denial(server: Server, real_clock: Fak
     assert c.get(key) == "1"
 
 
-def test_a_cached_denial_does_not_escalate(server: Server, real_clock: FakeClock, key: str) -> None:
-    """The deny cache answers in-process: that denial never reaches Redis, so it is not
-    counted and the wait does not double (docs/frameworks/python.md says so)."""
+def test_a_counting_counter_is_never_answered_by_the_deny_cache(server: Server, real_clock: FakeClock, key: str) -> None:
+    """With count_all or escalate the server counts every denial (and escalate doubles the
+    wait on each), so the deny cache never answers for such a counter: each call reaches
+    Redis, as the other kits do."""
     rl = limiter(server, real_clock, deny_cache=True)
     limit = Limit.counter("e", key, 1, 10, escalate=True)
     seen = [rl.check(limit) for _ in range(3)]
-    assert [(d.allowed, d.retry_after_ms, d.cached) for d in seen] == [(True, 0, False), (False, 10000, False), (False, 10000, True)]
-    assert server.client().get(key) == "2"
+    assert [(d.allowed, d.retry_after_ms, d.cached) for d in seen] == [(True, 0, False), (False, 10000, False), (False, 20000, False)]
+    assert server.client().get(key) == "3"
+    counting = Limit.counter("a", key + ":a", 1, 10, count_all=True)
+    seen = [rl.check(counting) for _ in range(3)]
+    assert [d.cached for d in seen] == [False, False, False] and server.client().get(key + ":a") == "3"
+    plain = Limit.counter("p", key + ":p", 1, 10)
+    assert [rl.check(plain).cached for _ in range(3)] == [False, False, True]
 
 
 def test_a_counter_window_of_292000_years(server: Server, real_clock: FakeClock, key: str) -> None:

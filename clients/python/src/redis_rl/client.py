@@ -128,8 +128,9 @@ class _Call:
     mode: Mode
     many: bool  # RL.ALL
     instant: int  # on the deny cache's timeline
-    # A lease's denial can end early (another request releases), so the deny cache
-    # must not answer for it.
+    # A lease's denial can end early (another request releases), and a counter that
+    # counts its denials (count_all, escalate) must see each one, so the deny cache
+    # answers for neither.
     cacheable: bool = True
 
     @property
@@ -213,7 +214,9 @@ class _Core:
             args = wire.all_command(limits, cost_list, mode, now, lease)
         else:
             args = wire.command(limits[0], cost_list[0], mode, now)
-        cacheable = all(limit.algorithm != "CONCURRENCY" for limit in limits)
+        cacheable = all(
+            limit.algorithm != "CONCURRENCY" and not (limit.count_all or limit.escalate) for limit in limits
+        )
         return _Call(args, limits, cost_list, mode, many, instant, cacheable)
 
     def _lease(self, limit: Limit, op: str, lease: str) -> _Call:
