@@ -923,15 +923,7 @@ mod validation {
         // Every other limiter, and every block, stays within ten years.
         let ten_years = MAX_WINDOW;
         let past = ten_years + Duration::from_millis(1);
-        for limit in [
-            Limit::fixed("f", "k", 1, past),
-            Limit::slidecount("f", "k", 1, past),
-            Limit::slidelog("f", "k", 1, past),
-            Limit::slide_window("f", "k", 1, past),
-            Limit::token_bucket("f", "k", 1, past, 1),
-            Limit::gcra("f", "k", 1, past),
-            Limit::concurrency("f", "k", 1, past),
-        ] {
+        for limit in every_limiter_but_the_counter(1, past) {
             assert!(
                 reason(&limit).contains("ten years (315360000 s)"),
                 "{limit:?}"
@@ -942,6 +934,18 @@ mod validation {
         assert!(reason(&boxed).contains("the block must be from 1 ms to ten years"));
         let backoff = Block::new(ten_years).backoff(past);
         assert!(reason(&boxed.block(backoff)).contains("backoff's maximum"));
+    }
+
+    fn every_limiter_but_the_counter(limit: u64, window: Duration) -> [Limit; 7] {
+        [
+            Limit::fixed("f", "k", limit, window),
+            Limit::slidecount("f", "k", limit, window),
+            Limit::slidelog("f", "k", limit, window),
+            Limit::slide_window("f", "k", limit, window),
+            Limit::token_bucket("f", "k", limit, window, 1),
+            Limit::gcra("f", "k", limit, window),
+            Limit::concurrency("f", "k", limit, window),
+        ]
     }
 
     #[test]
@@ -956,15 +960,7 @@ mod validation {
         for word in ["COUNTALL", "RENEW", "ESCALATE"] {
             assert!(on(counter(), word).validate().is_ok());
             assert!(on(counter(), word).count_all().validate().is_ok());
-            for other in [
-                Limit::fixed("f", "k", 5, s),
-                Limit::slidecount("f", "k", 5, s),
-                Limit::slidelog("f", "k", 5, s),
-                Limit::slide_window("f", "k", 5, s),
-                Limit::token_bucket("f", "k", 5, s, 1),
-                Limit::gcra("f", "k", 5, s),
-                Limit::concurrency("f", "k", 5, s),
-            ] {
+            for other in every_limiter_but_the_counter(5, s) {
                 let command = other.algorithm.command();
                 assert_eq!(
                     reason(&on(other, word)),
