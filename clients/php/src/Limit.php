@@ -123,7 +123,7 @@ final readonly class Limit
         bool $renew = false,
         bool $escalate = false,
     ): self {
-        return new self($name, Algorithm::Counter, $key, $limit, self::windowMs($window, self::MAX_COUNTER_WINDOW_MS), null, 1, null, $countAll, $renew, $escalate);
+        return new self($name, Algorithm::Counter, $key, $limit, self::windowMs($window, self::MAX_COUNTER_WINDOW_MS), countAll: $countAll, renew: $renew, escalate: $escalate);
     }
 
     /** Smooth limiting: $limit per $window on average, up to $burst at once (default $limit). */
